@@ -1,0 +1,3 @@
+from partner_memory.cli import main
+
+main()

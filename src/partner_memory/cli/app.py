@@ -1,0 +1,223 @@
+"""Commands: each opens the store, calls one library function and renders the result."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from partner_memory.cli import render
+from partner_memory.cli.errors import reported
+from partner_memory.core import MemoryCore
+from partner_memory.errors import InvalidInputError
+from partner_memory.interop import export_partner_state, import_partner_state
+from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
+from partner_memory.store import MemoryStore, open_store
+
+app = typer.Typer(
+    name="partner-memory",
+    help="Inspect and move the long-term memory of an agent.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+Db = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        envvar="PARTNER_MEMORY_DB",
+        help="SQLite file path or postgresql:// URL.",
+        show_default=True,
+    ),
+]
+Namespace = Annotated[
+    str,
+    typer.Option(
+        "--namespace",
+        "-n",
+        envvar="PARTNER_MEMORY_NAMESPACE",
+        help="Whose memory: one agent, or one user of an agent.",
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+@contextmanager
+def _store(db: str, *, create: bool) -> Iterator[MemoryStore]:
+    store = open_store(db, create=create)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def _core(db: str, namespace: str) -> Iterator[MemoryCore]:
+    """An existing namespace for reading; reads never create anything."""
+    with _store(db, create=False) as store:
+        yield MemoryCore(store, namespace, create=False)
+
+
+def _epoch_ms(text: str | None, option: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInputError(
+            f"{option} {text!r} is not an ISO date or date-time (e.g. 2024-05-08 or 2024-05-08T13:56)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+@app.command()
+def units(
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    limit: Annotated[int, typer.Option(help="Units per page.")] = 20,
+    offset: Annotated[int, typer.Option(help="Units to skip.")] = 0,
+    since: Annotated[str | None, typer.Option(help="Updated at or after (ISO, UTC).")] = None,
+    until: Annotated[str | None, typer.Option(help="Updated before (ISO, UTC).")] = None,
+    as_json: Json = False,
+) -> None:
+    """List memory units, newest first."""
+    with reported(), _core(db, namespace) as core:
+        page = core.list_units(
+            limit=limit,
+            offset=offset,
+            since=_epoch_ms(since, "--since"),
+            until=_epoch_ms(until, "--until"),
+        )
+        if as_json:
+            render.print_json(page.to_dict())
+            return
+        shown = f"{page.offset + 1}-{page.offset + len(page.units)}" if page.units else "none"
+        title = f"units of {namespace!r}: {shown} of {page.total}"
+        render.console.print(render.units_table(page.units, title))
+
+
+@app.command()
+def show(
+    unit: Annotated[str, typer.Argument(help="Unit id.")],
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    messages: Annotated[bool, typer.Option("--messages", help="Also print every message.")] = False,
+    as_json: Json = False,
+) -> None:
+    """Show one unit: its slices, and with --messages its messages."""
+    with reported(), _core(db, namespace) as core:
+        info = core.get_unit_info(unit)
+        slices = core.list_slices(unit)
+        stored = core.read_messages(unit) if messages else []
+        if as_json:
+            document = info.to_dict() | {"slices": [s.to_dict() for s in slices]}
+            if messages:
+                document["conversation_messages"] = [m.to_dict() for m in stored]
+            render.print_json(document)
+            return
+        render.console.print(render.units_table([info], f"unit in {namespace!r}"))
+        render.console.print(render.slices_table(slices))
+        if messages:
+            render.console.print(render.messages_table(stored, 0))
+
+
+@app.command("slice")
+def slice_(
+    unit: Annotated[str, typer.Argument(help="Unit id.")],
+    slice_id: Annotated[str, typer.Argument(metavar="SLICE", help="Slice id.")],
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    as_json: Json = False,
+) -> None:
+    """Show a slice's summary and the original messages it summarises."""
+    with reported(), _core(db, namespace) as core:
+        found = core.get_memory_slice(unit, slice_id)
+        stored = core.read_slice_messages(unit, slice_id)
+        if as_json:
+            render.print_json(found.to_dict() | {"messages": [m.to_dict() for m in stored]})
+            return
+        render.console.print(render.slices_table([found]))
+        render.console.print(render.messages_table(stored, found.start_index))
+
+
+@app.command()
+def session(
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Start a new memory session (next rolling opens a new unit).")
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Print the current memory session id, or start a new one."""
+    with reported(), _core(db, namespace) as core:
+        session_id = core.refresh_memory_session() if refresh else core.memory_session_id
+        if as_json:
+            render.print_json({"namespace": namespace, "memory_session_id": session_id})
+        else:
+            render.console.print(session_id)
+
+
+@app.command()
+def namespaces(db: Db = DEFAULT_DATABASE, as_json: Json = False) -> None:
+    """List namespaces with their session and unit count."""
+    with reported(), _store(db, create=False) as store:
+        found = store.list_namespaces()
+        if as_json:
+            render.print_json([n.to_dict() for n in found])
+        else:
+            render.console.print(render.namespaces_table(found))
+
+
+@app.command("import-partner")
+def import_partner(
+    state_dir: Annotated[Path, typer.Argument(help="The reference's state directory.")],
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    as_json: Json = False,
+) -> None:
+    """Import a reference state directory (all or nothing; importing twice changes nothing)."""
+    with reported(), _store(db, create=True) as store:
+        report = import_partner_state(store, state_dir, namespace=namespace)
+        if as_json:
+            render.print_json(report.to_dict())
+            return
+        render.console.print(
+            f"imported into {namespace!r}: {report.units_created} units created,"
+            f" {report.units_extended} extended, {report.units_unchanged} unchanged;"
+            f" {report.messages_added} messages, {report.slices_added} slices added"
+        )
+        for note in report.skipped:
+            render.console.print(f"skipped: {note}")
+        for note in report.normalised:
+            render.console.print(f"normalised: {note}")
+
+
+@app.command("export-partner")
+def export_partner(
+    out_dir: Annotated[Path, typer.Argument(help="Directory to write the state into.")],
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    as_json: Json = False,
+) -> None:
+    """Write a namespace as a state directory the reference runtime can load."""
+    with reported(), _core(db, namespace) as core:
+        report = export_partner_state(core, out_dir)
+        if as_json:
+            render.print_json(report.to_dict())
+            return
+        render.console.print(
+            f"exported {namespace!r} to {out_dir}: {report.units} units,"
+            f" {report.messages} messages, {report.slices} slices"
+        )
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,69 @@
+"""Rendering of results: rich tables for people, JSON for programs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from partner_memory.model import MemorySlice, Message, NamespaceInfo, UnitInfo
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def print_json(document: Any) -> None:
+    """Plain JSON on stdout (no colour codes), so it pipes into other tools."""
+    print(json.dumps(document, ensure_ascii=False, indent=2))
+
+
+def when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def units_table(units: Sequence[UnitInfo], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("unit", no_wrap=True)
+    table.add_column("updated (UTC)")
+    table.add_column("messages", justify="right")
+    table.add_column("slices", justify="right")
+    for unit in units:
+        table.add_row(escape(unit.id), when(unit.timestamp), str(unit.message_count), str(unit.slice_count))
+    return table
+
+
+def slices_table(slices: Sequence[MemorySlice]) -> Table:
+    table = Table(title="slices", title_justify="left")
+    table.add_column("slice", no_wrap=True)
+    table.add_column("range")
+    table.add_column("created (UTC)")
+    table.add_column("summary", overflow="fold")
+    for s in slices:
+        table.add_row(escape(s.id), f"[{s.start_index}, {s.end_index})", when(s.timestamp), escape(s.summary))
+    return table
+
+
+def messages_table(messages: Sequence[Message], first_position: int) -> Table:
+    table = Table(title="messages", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("role")
+    table.add_column("content", overflow="fold")
+    for offset, m in enumerate(messages):
+        table.add_row(str(first_position + offset), m.role, escape(m.content))
+    return table
+
+
+def namespaces_table(namespaces: Sequence[NamespaceInfo]) -> Table:
+    table = Table(title="namespaces", title_justify="left")
+    table.add_column("namespace")
+    table.add_column("memory session", no_wrap=True)
+    table.add_column("units", justify="right")
+    for n in namespaces:
+        table.add_row(escape(n.name), escape(n.memory_session_id), str(n.unit_count))
+    return table

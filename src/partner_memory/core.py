@@ -1,0 +1,180 @@
+"""MemoryCore (R4-R7): one namespace's memory session and units, over any store.
+
+The current session id lives in the store, not in this object, so several
+processes sharing a PostgreSQL database agree on which unit rolling extends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from partner_memory.clock import Clock, system_clock
+from partner_memory.errors import InvalidInputError, NotFoundError
+from partner_memory.model import (
+    MemorySlice,
+    MemoryUnit,
+    Message,
+    UnitInfo,
+    UnitUpdate,
+    check_index,
+    check_namespace,
+    check_text,
+    new_id,
+)
+from partner_memory.settings import DEFAULT_NAMESPACE
+from partner_memory.store.base import MemoryStore
+
+MAX_PAGE_SIZE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class UnitPage:
+    """One page of units, newest first, with the total that matched."""
+
+    units: list[UnitInfo]
+    total: int
+    offset: int
+    limit: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "units": [u.to_dict() for u in self.units],
+            "total": self.total,
+            "offset": self.offset,
+            "limit": self.limit,
+        }
+
+
+class MemoryCore:
+    """The read/write entry point of one namespace's memory; safe to share between threads."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        clock: Clock = system_clock,
+        create: bool = True,
+    ) -> None:
+        self._store = store
+        self._namespace = check_namespace(namespace)
+        self._clock = clock
+        self._lock = threading.Lock()
+        if create:
+            store.ensure_namespace(self._namespace, new_id())
+        elif store.get_namespace(self._namespace) is None:
+            known = ", ".join(repr(n.name) for n in store.list_namespaces()) or "none"
+            raise NotFoundError(f"namespace {self._namespace!r} not found (known: {known})")
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
+    @property
+    def store(self) -> MemoryStore:
+        return self._store
+
+    @property
+    def memory_session_id(self) -> str:
+        """The session whose unit the next update extends (R4)."""
+        info = self._store.get_namespace(self._namespace)
+        if info is None:  # pragma: no cover - namespaces are never deleted
+            raise NotFoundError(f"namespace {self._namespace!r} not found")
+        return info.memory_session_id
+
+    def refresh_memory_session(self) -> str:
+        """Start a new memory session, so the next update opens a new unit (R7)."""
+        session_id = new_id()
+        with self._lock:
+            self._store.set_session(self._namespace, session_id)
+        return session_id
+
+    def update_memory_unit(self, messages: Iterable[Message], summary: str) -> UnitUpdate:
+        """R5: append `messages` to the current session's unit with a slice summarising them."""
+        batch = list(messages)
+        for i, message in enumerate(batch):
+            if not isinstance(message, Message):
+                raise InvalidInputError(
+                    f"messages[{i}] must be a Message, got {type(message).__name__}"
+                )
+        check_text(summary, "summary")
+        with self._lock:
+            return self._store.append(
+                self._namespace, batch, summary, slice_id=new_id(), timestamp=self._clock()
+            )
+
+    # -- lookups (R7): unknown ids raise NotFoundError, nothing is created -------
+
+    def get_unit_info(self, unit_id: str) -> UnitInfo:
+        info = self._store.get_unit(self._namespace, check_text(unit_id, "unit id"))
+        if info is None:
+            raise NotFoundError(f"unit {unit_id!r} not found in namespace {self._namespace!r}")
+        return info
+
+    def get_memory_unit(self, unit_id: str) -> MemoryUnit:
+        """The whole unit, every message included; prefer `read_messages` for large units."""
+        info = self.get_unit_info(unit_id)
+        return MemoryUnit(
+            id=info.id,
+            timestamp=info.timestamp,
+            conversation_messages=tuple(
+                self._store.read_messages(self._namespace, unit_id, 0, info.message_count)
+            ),
+            slices=tuple(self._store.read_slices(self._namespace, unit_id)),
+        )
+
+    def list_slices(self, unit_id: str) -> list[MemorySlice]:
+        self.get_unit_info(unit_id)
+        return self._store.read_slices(self._namespace, unit_id)
+
+    def get_memory_slice(self, unit_id: str, slice_id: str) -> MemorySlice:
+        self.get_unit_info(unit_id)
+        found = self._store.get_slice(self._namespace, unit_id, check_text(slice_id, "slice id"))
+        if found is None:
+            raise NotFoundError(f"slice {slice_id!r} not found in unit {unit_id!r}")
+        return found
+
+    def read_messages(self, unit_id: str, start: int = 0, end: int | None = None) -> list[Message]:
+        """Messages [start, end) of a unit; `end` defaults to the unit's length."""
+        info = self.get_unit_info(unit_id)
+        start = check_index(start, "start")
+        stop = info.message_count if end is None else check_index(end, "end")
+        if start < 0 or stop < 0:
+            raise InvalidInputError(f"message range [{start}, {stop}) has a negative index")
+        if start > stop:
+            raise InvalidInputError(f"message range [{start}, {stop}) ends before it starts")
+        return self._store.read_messages(self._namespace, unit_id, start, stop)
+
+    def read_slice_messages(self, unit_id: str, slice_id: str) -> list[Message]:
+        """The original messages a slice summarises: the point of the design."""
+        memory_slice = self.get_memory_slice(unit_id, slice_id)
+        return self._store.read_messages(
+            self._namespace, unit_id, memory_slice.start_index, memory_slice.end_index
+        )
+
+    def list_units(
+        self,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        since: int | None = None,
+        until: int | None = None,
+    ) -> UnitPage:
+        """Units newest first; `since` (inclusive) and `until` (exclusive) are ms timestamps."""
+        limit, offset = check_index(limit, "limit"), check_index(offset, "offset")
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
+        if offset < 0:
+            raise InvalidInputError(f"offset must not be negative, got {offset}")
+        units = self._store.list_units(
+            self._namespace, limit=limit, offset=offset, since=since, until=until
+        )
+        total = self._store.count_units(self._namespace, since=since, until=until)
+        return UnitPage(units=units, total=total, offset=offset, limit=limit)
+
+    def unit_ids(self) -> list[str]:
+        """Every unit id, oldest first (the reference's `memory_unit_uuid_set`)."""
+        return self._store.unit_ids(self._namespace)

@@ -1,0 +1,14 @@
+"""Reading and writing the reference runtime's on-disk state (design.md section 8)."""
+
+from partner_memory.interop.partner_export import ExportReport, export_partner_state
+from partner_memory.interop.partner_import import ImportReport, import_partner_state
+from partner_memory.interop.partner_state import PartnerState, read_partner_state
+
+__all__ = [
+    "ExportReport",
+    "ImportReport",
+    "PartnerState",
+    "export_partner_state",
+    "import_partner_state",
+    "read_partner_state",
+]

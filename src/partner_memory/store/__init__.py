@@ -1,0 +1,38 @@
+"""Storage backends behind one contract, chosen by the database setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from partner_memory.errors import ConfigurationError
+from partner_memory.store.base import MemoryStore, UnitWrite
+
+__all__ = ["MemoryStore", "UnitWrite", "open_store"]
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def open_store(database: str | Path, *, create: bool = True) -> MemoryStore:
+    """Open the store a setting names: a `postgresql://` URL, else a SQLite file path.
+
+    With `create=False` a missing SQLite file is an error instead of a new,
+    empty database, so read-only commands never leave files behind.
+    """
+    text = str(database).strip()
+    if not text:
+        raise ConfigurationError("the database setting (--db / PARTNER_MEMORY_DB) is empty")
+    if text.startswith(_POSTGRES_SCHEMES):
+        from partner_memory.store.postgres import PostgresStore
+
+        return PostgresStore(text)
+    if text.startswith("sqlite:///"):
+        text = text.removeprefix("sqlite:///")
+    elif "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise ConfigurationError(
+            f"unsupported database URL scheme {scheme!r} in --db / PARTNER_MEMORY_DB;"
+            " use a SQLite file path or a postgresql:// URL"
+        )
+    from partner_memory.store.sqlite import SQLiteStore
+
+    return SQLiteStore(text, create=create)

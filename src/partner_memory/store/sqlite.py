@@ -1,0 +1,135 @@
+"""The embedded default backend: one SQLite file in WAL mode.
+
+WAL lets readers run while a writer commits; every write takes the write
+lock up front (BEGIN IMMEDIATE) so two writers never deadlock on upgrade.
+Each thread gets its own connection, as sqlite3 connections are not meant
+to be shared mid-transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from partner_memory.errors import (
+    ConfigurationError,
+    ConflictError,
+    PartnerMemoryError,
+    StorageUnavailableError,
+)
+from partner_memory.store.sql import Cursor, SqlStore
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+
+class SQLiteStore(SqlStore):
+    """A `MemoryStore` in one SQLite file."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        create: bool = True,
+        busy_timeout: float = 10.0,
+        synchronous: Synchronous = "FULL",
+    ) -> None:
+        self._path = Path(path)
+        if self._path.is_dir():
+            raise ConfigurationError(f"database path {self._path} is a directory, not a file")
+        if not create and not self._path.exists():
+            raise ConfigurationError(f"database file {self._path} does not exist")
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ConfigurationError(f"unknown SQLite synchronous mode {synchronous!r}")
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+        self._closed = False
+        try:
+            self.migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return str(self._path)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _connect(self) -> sqlite3.Connection:
+        with self._guard:
+            if self._closed:
+                raise StorageUnavailableError(f"store {self._path} is closed")
+            with self._translated():
+                conn = sqlite3.connect(
+                    self._path,
+                    timeout=self._busy_timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                    conn.execute("PRAGMA foreign_keys = ON")
+                except BaseException:
+                    conn.close()
+                    raise
+            self._connections.append(conn)
+        return conn
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or self._closed:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[Cursor]:
+        conn = self._connection()
+        with self._translated():
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn.cursor()
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Turn sqlite3's errors into the project's tree, naming the file."""
+        try:
+            yield
+        except PartnerMemoryError:
+            raise
+        except sqlite3.IntegrityError as exc:
+            raise ConflictError(f"{self._path}: {exc}") from exc
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "locked" in text or "busy" in text:
+                raise StorageUnavailableError(
+                    f"database {self._path} is locked by another process"
+                    f" (waited {self._busy_timeout:g}s)"
+                ) from exc
+            raise StorageUnavailableError(f"cannot use database {self._path}: {text}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StorageUnavailableError(
+                f"{self._path} is not a usable SQLite database: {exc}"
+            ) from exc
+
+    def close(self) -> None:
+        with self._guard:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()

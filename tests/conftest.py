@@ -1,0 +1,105 @@
+"""Fixtures: real SQLite files and a fresh schema on the real PostgreSQL server.
+
+PostgreSQL tests use PARTNER_MEMORY_TEST_PG (default: the local server's
+`test` database). Without a reachable server they skip with the reason, except
+under CI=true, where a missing server fails the run instead of hiding tests.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from partner_memory.store import MemoryStore
+from partner_memory.store.sqlite import SQLiteStore
+
+PG_URL = os.environ.get("PARTNER_MEMORY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+class FakeClock:
+    """A clock the test moves by hand; every read advances 1 ms so times stay distinct."""
+
+    def __init__(self, start: int = 1_700_000_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        self.now += 1
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+def _pg_unavailable_reason() -> str | None:
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install '.[postgres]')"
+    try:
+        psycopg.connect(PG_URL, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        return f"PostgreSQL at {PG_URL} is not reachable: {str(exc).strip()}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    reason = _pg_unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true requires PostgreSQL: {reason}")
+        pytest.skip(reason)
+    return PG_URL
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A URL whose connections use a schema of their own, dropped afterwards."""
+    import psycopg
+
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in pg_server else "?"
+    yield f"{pg_server}{separator}options={quote(f'-csearch_path={schema}')}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database setting for each backend, as a user would write it."""
+    if request.param == "sqlite":
+        return str(tmp_path / "memory.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[MemoryStore]:
+    from partner_memory.store import open_store
+
+    opened = open_store(store_url)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def sqlite_store(sqlite_path: Path) -> Iterator[SQLiteStore]:
+    opened = SQLiteStore(sqlite_path)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()

@@ -1,0 +1,25 @@
+"""Small builders and invariant checks shared by the tests."""
+
+from __future__ import annotations
+
+from partner_memory.core import MemoryCore
+from partner_memory.model import Message
+
+
+def messages(n: int, tag: str = "m", role: str = "user") -> list[Message]:
+    return [Message(role=role, content=f"{tag}-{i}") for i in range(n)]  # type: ignore[arg-type]
+
+
+def assert_unit_consistent(core: MemoryCore, unit_id: str) -> None:
+    """Slices of a unit cover disjoint, ordered ranges inside its messages."""
+    info = core.get_unit_info(unit_id)
+    stored = core.read_messages(unit_id)
+    assert len(stored) == info.message_count
+    slices = core.list_slices(unit_id)
+    assert len(slices) == info.slice_count
+    ranges = sorted((s.start_index, s.end_index) for s in slices)
+    position = 0
+    for start, end in ranges:
+        assert 0 <= start <= end <= info.message_count
+        assert start >= position, f"overlapping slices {ranges}"
+        position = end

@@ -1,0 +1,199 @@
+"""The store contract, run unchanged against every backend (SQLite file, PostgreSQL)."""
+
+from __future__ import annotations
+
+import pytest
+
+from partner_memory.errors import ConflictError, NotFoundError
+from partner_memory.model import MemorySlice, Message
+from partner_memory.store import MemoryStore, UnitWrite, open_store
+from tests.helpers import messages
+
+
+def test_store_satisfies_protocol(store: MemoryStore) -> None:
+    assert isinstance(store, MemoryStore)
+
+
+def test_ensure_namespace_creates_once_and_keeps_session(store: MemoryStore) -> None:
+    first = store.ensure_namespace("agent-a", "s1")
+    again = store.ensure_namespace("agent-a", "s2")
+    assert first.memory_session_id == again.memory_session_id == "s1"
+    assert store.get_namespace("agent-a") == first
+    assert store.get_namespace("nobody") is None
+
+
+def test_list_namespaces_sorted_with_unit_counts(store: MemoryStore) -> None:
+    store.ensure_namespace("b", "sb")
+    store.ensure_namespace("a", "sa")
+    store.append("a", messages(2), "x", slice_id="sl", timestamp=5)
+    listed = store.list_namespaces()
+    assert [(n.name, n.unit_count) for n in listed] == [("a", 1), ("b", 0)]
+
+
+def test_append_creates_unit_of_current_session(store: MemoryStore) -> None:
+    store.ensure_namespace("ns", "session-1")
+    update = store.append("ns", messages(3), "three", slice_id="slice-1", timestamp=100)
+    assert update.unit.id == "session-1"
+    assert update.unit.message_count == 3
+    assert update.slice == MemorySlice("slice-1", 0, 3, "three", 100)
+    update = store.append("ns", messages(2, "n"), "two", slice_id="slice-2", timestamp=200)
+    assert (update.slice.start_index, update.slice.end_index) == (3, 5)
+    assert store.get_unit("ns", "session-1") == update.unit
+    assert [m.content for m in store.read_messages("ns", "session-1", 2, 4)] == ["m-2", "n-0"]
+
+
+def test_append_to_unknown_namespace_is_not_found(store: MemoryStore) -> None:
+    with pytest.raises(NotFoundError, match="ghost"):
+        store.append("ghost", messages(1), "x", slice_id="s", timestamp=1)
+    assert store.get_namespace("ghost") is None
+
+
+def test_set_session_switches_unit(store: MemoryStore) -> None:
+    store.ensure_namespace("ns", "one")
+    store.append("ns", messages(1), "a", slice_id="a", timestamp=1)
+    store.set_session("ns", "two")
+    store.append("ns", messages(1), "b", slice_id="b", timestamp=2)
+    assert store.unit_ids("ns") == ["one", "two"]
+    with pytest.raises(NotFoundError):
+        store.set_session("ghost", "x")
+
+
+def test_duplicate_slice_id_in_unit_is_conflict_and_rolls_back(store: MemoryStore) -> None:
+    store.ensure_namespace("ns", "u")
+    store.append("ns", messages(2), "a", slice_id="same", timestamp=1)
+    with pytest.raises(ConflictError):
+        store.append("ns", messages(3), "b", slice_id="same", timestamp=2)
+    info = store.get_unit("ns", "u")
+    assert info is not None
+    assert (info.message_count, info.slice_count) == (2, 1)
+    assert len(store.read_messages("ns", "u", 0, 100)) == 2
+
+
+def test_messages_round_trip_exactly(store: MemoryStore) -> None:
+    store.ensure_namespace("ns", "u")
+    originals = [
+        Message(role="user", content=""),
+        Message(role="assistant", content="中文，emoji 🎉👩‍👩‍👧, tabs\tand\nnewlines"),
+        Message(role="system", content="x" * 1_000_000, timestamp=1_683_553_000_000),
+        Message(
+            role="user",
+            content="with metadata",
+            id="D1:3",
+            metadata={"speaker": "Caroline", "dia_id": "D1:3", "n": [1, 2.5, None, True]},
+        ),
+    ]
+    store.append("ns", originals, "s", slice_id="s", timestamp=1)
+    assert store.read_messages("ns", "u", 0, 10) == originals
+
+
+def test_reads_of_unknown_ids_return_nothing_and_create_nothing(store: MemoryStore) -> None:
+    store.ensure_namespace("ns", "u")
+    assert store.get_unit("ns", "nope") is None
+    assert store.get_unit("other-ns", "u") is None
+    assert store.read_messages("ns", "nope", 0, 10) == []
+    assert store.read_slices("ns", "nope") == []
+    assert store.get_slice("ns", "nope", "s") is None
+    assert store.unit_ids("ns") == []
+    with pytest.raises(NotFoundError):
+        store.list_units("ghost", limit=10)
+
+
+def test_slices_order_by_timestamp(store: MemoryStore) -> None:
+    store.ensure_namespace("ns", "u")
+    store.write_units(
+        "ns",
+        "u",
+        [
+            UnitWrite(
+                "u",
+                9,
+                0,
+                messages(4),
+                [MemorySlice("late", 2, 4, "b", 9), MemorySlice("early", 0, 2, "a", 3)],
+            )
+        ],
+    )
+    assert [s.id for s in store.read_slices("ns", "u")] == ["early", "late"]
+    assert store.get_slice("ns", "u", "late") == MemorySlice("late", 2, 4, "b", 9)
+
+
+def test_list_units_newest_first_paged_and_time_filtered(store: MemoryStore) -> None:
+    store.ensure_namespace("ns", "u0")
+    for i in range(5):
+        store.set_session("ns", f"u{i}")
+        store.append("ns", messages(1), "s", slice_id=f"s{i}", timestamp=1000 * (i + 1))
+    assert [u.id for u in store.list_units("ns", limit=2)] == ["u4", "u3"]
+    assert [u.id for u in store.list_units("ns", limit=2, offset=2)] == ["u2", "u1"]
+    assert [u.id for u in store.list_units("ns", limit=10, since=2000, until=4000)] == ["u2", "u1"]
+    assert store.count_units("ns") == 5
+    assert store.count_units("ns", since=2000, until=4000) == 2
+
+
+def test_write_units_is_all_or_nothing(store: MemoryStore) -> None:
+    store.ensure_namespace("ns", "before")
+    store.append("ns", messages(2), "x", slice_id="x", timestamp=1)
+    good = UnitWrite("new-unit", 5, 0, messages(3), [MemorySlice("a", 0, 3, "a", 5)])
+    stale = UnitWrite("before", 5, 1, messages(1), [])  # store holds 2, not 1
+    with pytest.raises(ConflictError, match="before"):
+        store.write_units("ns", "after", [good, stale])
+    assert store.get_unit("ns", "new-unit") is None
+    assert store.get_namespace("ns").memory_session_id == "before"  # type: ignore[union-attr]
+
+
+def test_write_units_extends_existing_unit(store: MemoryStore) -> None:
+    store.ensure_namespace("ns", "u")
+    store.append("ns", messages(2), "x", slice_id="x", timestamp=1)
+    store.write_units("ns", "u", [UnitWrite("u", 7, 2, messages(1, "more"), [])])
+    info = store.get_unit("ns", "u")
+    assert info is not None
+    assert (info.message_count, info.slice_count, info.timestamp) == (3, 1, 7)
+    assert store.read_messages("ns", "u", 2, 3)[0].content == "more-0"
+
+
+def test_namespaces_are_isolated(store: MemoryStore) -> None:
+    store.ensure_namespace("alice", "shared-id")
+    store.ensure_namespace("bob", "shared-id")
+    store.append("alice", messages(2, "alice"), "a", slice_id="same", timestamp=1)
+    store.append("bob", messages(1, "bob"), "b", slice_id="same", timestamp=1)
+    assert [m.content for m in store.read_messages("alice", "shared-id", 0, 9)] == [
+        "alice-0",
+        "alice-1",
+    ]
+    assert [m.content for m in store.read_messages("bob", "shared-id", 0, 9)] == ["bob-0"]
+    assert store.get_slice("bob", "shared-id", "same").summary == "b"  # type: ignore[union-attr]
+    store.set_session("alice", "new")
+    assert store.get_namespace("bob").memory_session_id == "shared-id"  # type: ignore[union-attr]
+
+
+def test_data_survives_reopen(store_url: str) -> None:
+    first = open_store(store_url)
+    first.ensure_namespace("ns", "u")
+    first.append("ns", messages(3), "kept", slice_id="s", timestamp=1)
+    first.close()
+    second = open_store(store_url)
+    try:
+        assert second.get_slice("ns", "u", "s") == MemorySlice("s", 0, 3, "kept", 1)
+        assert len(second.read_messages("ns", "u", 0, 9)) == 3
+    finally:
+        second.close()
+
+
+def test_migrations_are_recorded_and_idempotent(store_url: str) -> None:
+    from partner_memory.store.sql import MIGRATIONS, SqlStore
+
+    opened = open_store(store_url)
+    assert isinstance(opened, SqlStore)
+    try:
+        assert opened.schema_version() == len(MIGRATIONS)
+        assert opened.migrate() == len(MIGRATIONS)
+    finally:
+        opened.close()
+
+
+def test_closed_store_refuses_work(store_url: str) -> None:
+    from partner_memory.errors import StorageUnavailableError
+
+    opened = open_store(store_url)
+    opened.close()
+    with pytest.raises(StorageUnavailableError):
+        opened.list_namespaces()

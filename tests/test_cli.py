@@ -1,0 +1,165 @@
+"""The CLI through typer's test runner: output, --json, exit codes, help and README coverage."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from partner_memory.cli import app
+from partner_memory.cli.errors import EXIT_CODES
+from partner_memory.errors import (
+    ConfigurationError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    StorageUnavailableError,
+)
+
+ROOT = Path(__file__).parent.parent
+EXAMPLE = ROOT / "examples" / "partner-state"
+FIRST_UNIT = "3f2b8c1e-7a4d-4e0b-9c51-0d2a6b7e8f10"
+FIRST_SLICE = "a1c3e5f7-0000-4000-8000-000000000002"
+runner = CliRunner()
+
+
+def run(*args: str, code: int = 0) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, (result.exit_code, result.output)
+    return result.output
+
+
+@pytest.fixture
+def db(store_url: str) -> str:
+    run("import-partner", str(EXAMPLE), "--db", store_url, "--namespace", "agent")
+    return store_url
+
+
+def test_units_table_and_json(db: str) -> None:
+    assert FIRST_UNIT in run("units", "--db", db, "-n", "agent")
+    page = json.loads(run("units", "--db", db, "-n", "agent", "--json", "--limit", "2"))
+    assert page["total"] == 3
+    assert [u["message_count"] for u in page["units"]] == [3, 6]
+
+
+def test_units_time_range(db: str) -> None:
+    page = json.loads(
+        run("units", "--db", db, "-n", "agent", "--json", "--since", "2024-05-06", "--until", "2024-05-07")
+    )
+    assert [u["id"] for u in page["units"]] == ["9d4e2a71-5b3c-4f8e-a612-3c7d9e0f1a22"]
+    out = run("units", "--db", db, "-n", "agent", "--since", "yesterday", code=4)
+    assert "--since" in out
+
+
+def test_show_with_messages(db: str) -> None:
+    document = json.loads(run("show", FIRST_UNIT, "--db", db, "-n", "agent", "--messages", "--json"))
+    assert len(document["conversation_messages"]) == 4
+    assert [s["end_index"] for s in document["slices"]] == [2, 4]
+    assert "200,000 yen" in run("show", FIRST_UNIT, "--db", db, "-n", "agent", "--messages")
+
+
+def test_slice_prints_summary_and_its_messages(db: str) -> None:
+    document = json.loads(run("slice", FIRST_UNIT, FIRST_SLICE, "--db", db, "-n", "agent", "--json"))
+    assert document["summary"].startswith("Mei's budget")
+    assert [m["content"].split("\n\n")[1][:12] for m in document["messages"]] == [
+        "Also my budg",
+        "Got it: roug",
+    ]
+    assert "budget" in run("slice", FIRST_UNIT, FIRST_SLICE, "--db", db, "-n", "agent")
+
+
+def test_session_and_refresh(db: str) -> None:
+    current = json.loads(run("session", "--db", db, "-n", "agent", "--json"))
+    assert current["memory_session_id"] == "c7a1f0d2-8e6b-4c3a-b9d5-6e2f4a8c0b33"
+    fresh = run("session", "--db", db, "-n", "agent", "--refresh").strip()
+    assert fresh != current["memory_session_id"]
+    assert run("session", "--db", db, "-n", "agent").strip() == fresh
+
+
+def test_namespaces(db: str) -> None:
+    listed = json.loads(run("namespaces", "--db", db, "--json"))
+    assert listed[0]["name"] == "agent"
+    assert listed[0]["unit_count"] == 3
+    assert "agent" in run("namespaces", "--db", db)
+
+
+def test_export_then_import_elsewhere(db: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    report = json.loads(run("export-partner", str(out), "--db", db, "-n", "agent", "--json"))
+    assert report["units"] == 3
+    second = tmp_path / "second.db"
+    imported = json.loads(run("import-partner", str(out), "--db", str(second), "--json"))
+    assert imported["units_created"] == 3
+
+
+def test_import_twice_reports_no_change(db: str) -> None:
+    again = json.loads(run("import-partner", str(EXAMPLE), "--db", db, "-n", "agent", "--json"))
+    assert again["units_unchanged"] == 3
+    assert again["messages_added"] == 0
+
+
+def test_not_found_exit_code(db: str) -> None:
+    assert "unit 'nope' not found" in run("show", "nope", "--db", db, "-n", "agent", code=3)
+    assert "slice 'nope' not found" in run("slice", FIRST_UNIT, "nope", "--db", db, "-n", "agent", code=3)
+    assert "namespace 'ghost' not found" in run("units", "--db", db, "-n", "ghost", code=3)
+
+
+def test_bad_paging_exit_code(db: str) -> None:
+    assert "offset" in run("units", "--db", db, "-n", "agent", "--offset", "-1", code=4)
+
+
+def test_missing_database_is_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    assert "does not exist" in run("units", "--db", str(missing), code=6)
+    assert not missing.exists()
+
+
+def test_bad_url_scheme(tmp_path: Path) -> None:
+    assert "unsupported database URL scheme 'mysql'" in run("units", "--db", "mysql://x/y", code=6)
+
+
+def test_unreachable_postgres() -> None:
+    out = run("namespaces", "--db", "postgresql://postgres@127.0.0.1:1/test", code=7)
+    assert "cannot connect to PostgreSQL" in out
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    assert "junk.db" in run("units", "--db", str(junk), code=7)
+    assert junk.read_bytes() == b"this is not sqlite" * 100
+
+
+def test_bad_state_dir_leaves_store_unchanged(db: str, tmp_path: Path) -> None:
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "memory.json").write_text('{"memory_session_id": "s"}')
+    out = run("import-partner", str(tmp_path), "--db", db, "-n", "agent", code=4)
+    assert "memory_unit_uuid_set" in out
+    assert json.loads(run("session", "--db", db, "-n", "agent", "--json"))["memory_session_id"] == (
+        "c7a1f0d2-8e6b-4c3a-b9d5-6e2f4a8c0b33"
+    )
+
+
+def test_env_selects_database(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARTNER_MEMORY_DB", db)
+    monkeypatch.setenv("PARTNER_MEMORY_NAMESPACE", "agent")
+    assert json.loads(run("units", "--json"))["total"] == 3
+
+
+def test_exit_codes_are_distinct() -> None:
+    kinds = [NotFoundError, InvalidInputError, ConflictError, ConfigurationError, StorageUnavailableError]
+    assert sorted(EXIT_CODES[k] for k in kinds) == [3, 4, 5, 6, 7]
+
+
+
+def test_every_command_has_help_and_is_in_readme() -> None:
+    readme = (ROOT / "README.md").read_text("utf-8")
+    names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
+    assert names >= {"units", "show", "slice", "session", "namespaces", "import-partner", "export-partner"}
+    for name in names:
+        out = run(name, "--help")
+        assert "--db" in out
+        assert re.search(rf"partner-memory {re.escape(name)}\b", readme), f"{name} missing from README"

@@ -1,0 +1,42 @@
+"""Failure modes and sharing that belong to the PostgreSQL backend alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from partner_memory.errors import ConfigurationError, StorageUnavailableError
+from partner_memory.store import open_store
+from partner_memory.store.postgres import PostgresStore, redact
+
+pytestmark = pytest.mark.postgres
+
+
+def test_refused_connection_names_the_server(pg_server: str) -> None:
+    with pytest.raises(StorageUnavailableError, match=r"127\.0\.0\.1:1"):
+        open_store("postgresql://postgres@127.0.0.1:1/test")
+
+
+def test_unknown_database(pg_server: str) -> None:
+    with pytest.raises(StorageUnavailableError, match="no_such_db"):
+        open_store("postgresql://postgres@127.0.0.1:5432/no_such_db")
+
+
+def test_malformed_url(pg_server: str) -> None:
+    with pytest.raises(ConfigurationError, match="bad PostgreSQL URL"):
+        open_store("postgresql://postgres@127.0.0.1:5432/test?bogus_option=1")
+
+
+def test_password_is_redacted() -> None:
+    assert redact("postgresql://bob:secret@db:5432/x") == "postgresql://bob:***@db:5432/x"
+    assert redact("postgresql://db/x") == "postgresql://db/x"
+
+
+def test_two_stores_share_one_database(pg_url: str) -> None:
+    first, second = PostgresStore(pg_url), PostgresStore(pg_url)
+    try:
+        first.ensure_namespace("ns", "u")
+        second.set_session("ns", "v")
+        assert first.get_namespace("ns").memory_session_id == "v"  # type: ignore[union-attr]
+    finally:
+        first.close()
+        second.close()

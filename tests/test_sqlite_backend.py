@@ -1,0 +1,92 @@
+"""Failure modes that belong to the SQLite backend alone."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from partner_memory.errors import ConfigurationError, StorageUnavailableError
+from partner_memory.store import open_store
+from partner_memory.store.sql import MIGRATIONS, SCHEMA_TABLE
+from partner_memory.store.sqlite import SQLiteStore
+from tests.helpers import messages
+
+
+def test_wal_mode_and_foreign_keys(sqlite_store: SQLiteStore, sqlite_path: Path) -> None:
+    sqlite_store.ensure_namespace("ns", "u")
+    conn = sqlite3.connect(sqlite_path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_readers_proceed_while_a_writer_holds_the_lock(
+    sqlite_store: SQLiteStore, sqlite_path: Path
+) -> None:
+    sqlite_store.ensure_namespace("ns", "u")
+    sqlite_store.append("ns", messages(2), "a", slice_id="a", timestamp=1)
+    writer = sqlite3.connect(sqlite_path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("UPDATE units SET message_count = 99")
+    try:
+        info = sqlite_store.get_unit("ns", "u")
+        assert info is not None
+        assert info.message_count == 2  # the committed state, read without waiting
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_locked_database_is_reported_and_unchanged(sqlite_path: Path) -> None:
+    store = SQLiteStore(sqlite_path, busy_timeout=0.2)
+    store.ensure_namespace("ns", "u")
+    blocker = sqlite3.connect(sqlite_path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StorageUnavailableError, match="locked"):
+            store.append("ns", messages(1), "x", slice_id="x", timestamp=1)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert store.get_unit("ns", "u") is None
+    store.close()
+
+
+def test_not_a_database_file(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_text("hello")
+    with pytest.raises(StorageUnavailableError, match=r"junk\.db"):
+        SQLiteStore(junk)
+    assert junk.read_text() == "hello"
+
+
+def test_directory_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="directory"):
+        SQLiteStore(tmp_path)
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        open_store(tmp_path / "absent.db", create=False)
+    with pytest.raises(StorageUnavailableError, match="absent-dir"):
+        SQLiteStore(tmp_path / "absent-dir" / "x.db")
+
+
+def test_newer_schema_is_refused(sqlite_path: Path) -> None:
+    SQLiteStore(sqlite_path).close()
+    conn = sqlite3.connect(sqlite_path)
+    conn.execute(f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (?)", (len(MIGRATIONS) + 1,))
+    conn.commit()
+    conn.close()
+    with pytest.raises(ConfigurationError, match="newer"):
+        SQLiteStore(sqlite_path)
+
+
+def test_sqlite_url_prefix(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'x.db'}")
+    assert isinstance(store, SQLiteStore)
+    assert store.path == tmp_path / "x.db"
+    store.close()
+
+
+def test_bad_synchronous_setting(sqlite_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="synchronous"):
+        SQLiteStore(sqlite_path, synchronous="SOMETIMES")  # type: ignore[arg-type]

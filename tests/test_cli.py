@@ -47,7 +47,18 @@ def test_units_table_and_json(db: str) -> None:
 
 def test_units_time_range(db: str) -> None:
     page = json.loads(
-        run("units", "--db", db, "-n", "agent", "--json", "--since", "2024-05-06", "--until", "2024-05-07")
+        run(
+            "units",
+            "--db",
+            db,
+            "-n",
+            "agent",
+            "--json",
+            "--since",
+            "2024-05-06",
+            "--until",
+            "2024-05-07",
+        )
     )
     assert [u["id"] for u in page["units"]] == ["9d4e2a71-5b3c-4f8e-a612-3c7d9e0f1a22"]
     out = run("units", "--db", db, "-n", "agent", "--since", "yesterday", code=4)
@@ -55,14 +66,18 @@ def test_units_time_range(db: str) -> None:
 
 
 def test_show_with_messages(db: str) -> None:
-    document = json.loads(run("show", FIRST_UNIT, "--db", db, "-n", "agent", "--messages", "--json"))
+    document = json.loads(
+        run("show", FIRST_UNIT, "--db", db, "-n", "agent", "--messages", "--json")
+    )
     assert len(document["conversation_messages"]) == 4
     assert [s["end_index"] for s in document["slices"]] == [2, 4]
     assert "200,000 yen" in run("show", FIRST_UNIT, "--db", db, "-n", "agent", "--messages")
 
 
 def test_slice_prints_summary_and_its_messages(db: str) -> None:
-    document = json.loads(run("slice", FIRST_UNIT, FIRST_SLICE, "--db", db, "-n", "agent", "--json"))
+    document = json.loads(
+        run("slice", FIRST_UNIT, FIRST_SLICE, "--db", db, "-n", "agent", "--json")
+    )
     assert document["summary"].startswith("Mei's budget")
     assert [m["content"].split("\n\n")[1][:12] for m in document["messages"]] == [
         "Also my budg",
@@ -103,7 +118,9 @@ def test_import_twice_reports_no_change(db: str) -> None:
 
 def test_not_found_exit_code(db: str) -> None:
     assert "unit 'nope' not found" in run("show", "nope", "--db", db, "-n", "agent", code=3)
-    assert "slice 'nope' not found" in run("slice", FIRST_UNIT, "nope", "--db", db, "-n", "agent", code=3)
+    assert "slice 'nope' not found" in run(
+        "slice", FIRST_UNIT, "nope", "--db", db, "-n", "agent", code=3
+    )
     assert "namespace 'ghost' not found" in run("units", "--db", db, "-n", "ghost", code=3)
 
 
@@ -150,16 +167,31 @@ def test_env_selects_database(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_exit_codes_are_distinct() -> None:
-    kinds = [NotFoundError, InvalidInputError, ConflictError, ConfigurationError, StorageUnavailableError]
+    kinds = [
+        NotFoundError,
+        InvalidInputError,
+        ConflictError,
+        ConfigurationError,
+        StorageUnavailableError,
+    ]
     assert sorted(EXIT_CODES[k] for k in kinds) == [3, 4, 5, 6, 7]
-
 
 
 def test_every_command_has_help_and_is_in_readme() -> None:
     readme = (ROOT / "README.md").read_text("utf-8")
     names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
-    assert names >= {"units", "show", "slice", "session", "namespaces", "import-partner", "export-partner"}
+    assert names >= {
+        "units",
+        "show",
+        "slice",
+        "session",
+        "namespaces",
+        "import-partner",
+        "export-partner",
+    }
     for name in names:
         out = run(name, "--help")
         assert "--db" in out
-        assert re.search(rf"partner-memory {re.escape(name)}\b", readme), f"{name} missing from README"
+        assert re.search(rf"partner-memory {re.escape(name)}\b", readme), (
+            f"{name} missing from README"
+        )

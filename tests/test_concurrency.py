@@ -44,7 +44,9 @@ def test_eight_threads_one_namespace(store: MemoryStore) -> None:
             for i in range(updates):
                 if worker == 0 and i % 10 == 9:
                     core.refresh_memory_session()
-                batch = [Message(role="user", content=f"t{worker}:{i}:{j}") for j in range(1 + i % 3)]
+                batch = [
+                    Message(role="user", content=f"t{worker}:{i}:{j}") for j in range(1 + i % 3)
+                ]
                 core.update_memory_unit(batch, f"t{worker}:{i}")
         except BaseException as exc:  # surfaced in the main thread below
             failures.append(exc)
@@ -68,7 +70,9 @@ def test_eight_threads_each_with_own_core(store: MemoryStore) -> None:
             core = MemoryCore(store, "shared")
             barrier.wait()
             for i in range(25):
-                batch = [Message(role="user", content=f"c{worker}:{i}:{j}") for j in range(1 + i % 3)]
+                batch = [
+                    Message(role="user", content=f"c{worker}:{i}:{j}") for j in range(1 + i % 3)
+                ]
                 core.update_memory_unit(batch, f"c{worker}:{i}")
         except BaseException as exc:
             failures.append(exc)

@@ -86,7 +86,10 @@ def _big_state(root: Path, units: int = 30, per_unit: int = 400) -> Path:
             "id": unit_id,
             "update_timestamp": 1_700_000_000_000 + u,
             "conversation_messages": [
-                {"role": "user" if i % 2 == 0 else "assistant", "content": f"{unit_id} message {i} 记忆"}
+                {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"{unit_id} message {i} 记忆",
+                }
                 for i in range(per_unit)
             ],
             "memory_slices": [
@@ -100,7 +103,9 @@ def _big_state(root: Path, units: int = 30, per_unit: int = 400) -> Path:
                 for k in range(per_unit // 100)
             ],
         }
-        (root / "core" / "memory" / f"memory-unit{unit_id}.json").write_text(json.dumps(doc), "utf-8")
+        (root / "core" / "memory" / f"memory-unit{unit_id}.json").write_text(
+            json.dumps(doc), "utf-8"
+        )
     core = {"memory_session_id": ids[-1], "memory_unit_uuid_set": ids}
     (root / "core" / "memory.json").write_text(json.dumps(core), "utf-8")
     return root
@@ -108,8 +113,15 @@ def _big_state(root: Path, units: int = 30, per_unit: int = 400) -> Path:
 
 def _import_cmd(database: str, state: Path, namespace: str) -> list[str]:
     return [
-        sys.executable, "-m", "partner_memory", "import-partner", str(state),
-        "--db", database, "--namespace", namespace,
+        sys.executable,
+        "-m",
+        "partner_memory",
+        "import-partner",
+        str(state),
+        "--db",
+        database,
+        "--namespace",
+        namespace,
     ]
 
 
@@ -117,14 +129,23 @@ def test_sigkill_during_import_is_all_or_nothing(store_url: str, tmp_path: Path)
     rng = random.Random(7)
     state = _big_state(tmp_path / "state")
     started = time.monotonic()
-    subprocess.run(_import_cmd(store_url, state, "reference"), check=True, env=_child_env(),
-                   stdin=subprocess.DEVNULL, capture_output=True)
+    subprocess.run(
+        _import_cmd(store_url, state, "reference"),
+        check=True,
+        env=_child_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+    )
     duration = time.monotonic() - started
     for kill in range(max(KILLS // 2, 3)):
         namespace = f"import-{kill}"
-        child = subprocess.Popen(_import_cmd(store_url, state, namespace), env=_child_env(),
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            _import_cmd(store_url, state, namespace),
+            env=_child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(rng.uniform(0.3, 1.0) * duration)
         child.send_signal(signal.SIGKILL)
         child.wait()
@@ -133,11 +154,18 @@ def test_sigkill_during_import_is_all_or_nothing(store_url: str, tmp_path: Path)
             info = store.get_namespace(namespace)
             if info is not None:  # the transaction committed before the kill: all of it
                 assert info.unit_count == 30
-                assert sum(u.message_count for u in store.list_units(namespace, limit=100)) == 12_000
+                assert (
+                    sum(u.message_count for u in store.list_units(namespace, limit=100)) == 12_000
+                )
         finally:
             store.close()
-        subprocess.run(_import_cmd(store_url, state, namespace), check=True, env=_child_env(),
-                       stdin=subprocess.DEVNULL, capture_output=True)
+        subprocess.run(
+            _import_cmd(store_url, state, namespace),
+            check=True,
+            env=_child_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
         store = open_store(store_url)
         try:
             export_partner_state(MemoryCore(store, namespace), tmp_path / namespace)
@@ -145,4 +173,6 @@ def test_sigkill_during_import_is_all_or_nothing(store_url: str, tmp_path: Path)
             store.close()
         for path in sorted((tmp_path / namespace).rglob("*.json")):
             relative = path.relative_to(tmp_path / namespace)
-            assert json.loads(path.read_text("utf-8")) == json.loads((state / relative).read_text("utf-8"))
+            assert json.loads(path.read_text("utf-8")) == json.loads(
+                (state / relative).read_text("utf-8")
+            )

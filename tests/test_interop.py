@@ -20,7 +20,10 @@ EXAMPLE = Path(__file__).parent.parent / "examples" / "partner-state"
 
 def write_state(root: Path, session: Any, units: dict[str, Any], unit_set: Any = None) -> Path:
     (root / "core" / "memory").mkdir(parents=True, exist_ok=True)
-    core = {"memory_session_id": session, "memory_unit_uuid_set": list(units) if unit_set is None else unit_set}
+    core = {
+        "memory_session_id": session,
+        "memory_unit_uuid_set": list(units) if unit_set is None else unit_set,
+    }
     (root / "core" / "memory.json").write_text(json.dumps(core, ensure_ascii=False), "utf-8")
     for unit_id, doc in units.items():
         path = root / "core" / "memory" / f"memory-unit{unit_id}.json"
@@ -50,11 +53,23 @@ def messy_state(root: Path) -> Path:
             {"role": "user", "content": "keep 2"},
         ],
         "memory_slices": [
-            {"id": "late", "start_index": 1, "end_index": 99, "summary": "l", "created_timestamp": 50},
+            {
+                "id": "late",
+                "start_index": 1,
+                "end_index": 99,
+                "summary": "l",
+                "created_timestamp": 50,
+            },
             None,
             {"id": "no-summary", "start_index": 0, "end_index": 1, "created_timestamp": 5},
             {"id": "", "start_index": -4, "end_index": 1, "summary": "e", "created_timestamp": 0},
-            {"id": "backwards", "start_index": 2, "end_index": 1, "summary": "b", "created_timestamp": 7},
+            {
+                "id": "backwards",
+                "start_index": 2,
+                "end_index": 1,
+                "summary": "b",
+                "created_timestamp": 7,
+            },
         ],
     }
     return write_state(root, "u1", {"u1": unit})
@@ -96,14 +111,22 @@ def test_round_trip_reproduces_json(store: MemoryStore, tmp_path: Path) -> None:
     assert read_tree(out) == read_tree(EXAMPLE)
 
 
-def test_import_extends_a_unit_the_reference_kept_writing(store: MemoryStore, tmp_path: Path) -> None:
+def test_import_extends_a_unit_the_reference_kept_writing(
+    store: MemoryStore, tmp_path: Path
+) -> None:
     state = shutil.copytree(EXAMPLE, tmp_path / "state")
     import_partner_state(store, state, namespace="agent")
     unit_file = state / "core" / "memory" / "memory-unitc7a1f0d2-8e6b-4c3a-b9d5-6e2f4a8c0b33.json"
     doc = json.loads(unit_file.read_text("utf-8"))
     doc["conversation_messages"].append({"role": "user", "content": "one more"})
     doc["memory_slices"].append(
-        {"id": "new", "start_index": 3, "end_index": 4, "summary": "more", "created_timestamp": 1715300000001}
+        {
+            "id": "new",
+            "start_index": 3,
+            "end_index": 4,
+            "summary": "more",
+            "created_timestamp": 1715300000001,
+        }
     )
     doc["update_timestamp"] = 1715300000001
     unit_file.write_text(json.dumps(doc, ensure_ascii=False), "utf-8")
@@ -144,10 +167,26 @@ BAD_STATES: list[tuple[str, Any, str]] = [
     ("no session", {"memory_unit_uuid_set": []}, "memory_session_id' is missing"),
     ("no unit set", {"memory_session_id": "s"}, "memory_unit_uuid_set' is missing"),
     ("session wrong type", {"memory_session_id": 3, "memory_unit_uuid_set": []}, "must be str"),
-    ("unit set wrong type", {"memory_session_id": "s", "memory_unit_uuid_set": "u"}, "must be list"),
-    ("unit id wrong type", {"memory_session_id": "s", "memory_unit_uuid_set": [1]}, r"\[0\] must be str"),
-    ("unit id is a path", {"memory_session_id": "s", "memory_unit_uuid_set": ["../x"]}, "file name"),
-    ("missing unit file", {"memory_session_id": "s", "memory_unit_uuid_set": ["gone"]}, "memory-unitgone.json: file is missing"),
+    (
+        "unit set wrong type",
+        {"memory_session_id": "s", "memory_unit_uuid_set": "u"},
+        "must be list",
+    ),
+    (
+        "unit id wrong type",
+        {"memory_session_id": "s", "memory_unit_uuid_set": [1]},
+        r"\[0\] must be str",
+    ),
+    (
+        "unit id is a path",
+        {"memory_session_id": "s", "memory_unit_uuid_set": ["../x"]},
+        "file name",
+    ),
+    (
+        "missing unit file",
+        {"memory_session_id": "s", "memory_unit_uuid_set": ["gone"]},
+        "memory-unitgone.json: file is missing",
+    ),
 ]
 
 
@@ -168,10 +207,32 @@ BAD_UNITS: list[tuple[str, Any, str]] = [
     ("id mismatch", {"id": "other"}, "names 'u'"),
     ("timestamp wrong type", {"update_timestamp": "now"}, "update_timestamp' must be int"),
     ("messages not a list", {"conversation_messages": {}}, "conversation_messages' must be list"),
-    ("content wrong type", {"conversation_messages": [{"role": "user", "content": 1}]}, r"\[0\]\.content must be str"),
-    ("unknown role", {"conversation_messages": [{"role": "tool", "content": "x"}]}, r"\[0\]\.role must be one of"),
+    (
+        "content wrong type",
+        {"conversation_messages": [{"role": "user", "content": 1}]},
+        r"\[0\]\.content must be str",
+    ),
+    (
+        "unknown role",
+        {"conversation_messages": [{"role": "tool", "content": "x"}]},
+        r"\[0\]\.role must be one of",
+    ),
     ("NUL in content", {"conversation_messages": [{"role": "user", "content": "a\u0000"}]}, "NUL"),
-    ("negative index type", {"memory_slices": [{"id": "s", "start_index": "0", "end_index": 1, "summary": "", "created_timestamp": 1}]}, "start_index must be int"),
+    (
+        "negative index type",
+        {
+            "memory_slices": [
+                {
+                    "id": "s",
+                    "start_index": "0",
+                    "end_index": 1,
+                    "summary": "",
+                    "created_timestamp": 1,
+                }
+            ]
+        },
+        "start_index must be int",
+    ),
     ("slice not object", {"memory_slices": ["s"]}, r"memory_slices\[0\] must be dict"),
 ]
 

@@ -59,11 +59,11 @@ step = st.one_of(
 _namespaces = itertools.count()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(steps=st.lists(step, max_size=12))
-def test_random_updates_and_refreshes_lose_nothing(
-    store: MemoryStore, steps: list[object]
-) -> None:
+def test_random_updates_and_refreshes_lose_nothing(store: MemoryStore, steps: list[object]) -> None:
     """R5/R7: slices cover disjoint ordered ranges and every message is stored once, in order."""
     core = MemoryCore(store, f"prop-{next(_namespaces)}", clock=FakeClock())
     expected: dict[str, list[tuple[str, str]]] = {}

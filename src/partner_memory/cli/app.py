@@ -70,7 +70,8 @@ def _epoch_ms(text: str | None, option: str) -> int | None:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise InvalidInputError(
-            f"{option} {text!r} is not an ISO date or date-time (e.g. 2024-05-08 or 2024-05-08T13:56)"
+            f"{option} {text!r} is not an ISO date or date-time"
+            " (e.g. 2024-05-08 or 2024-05-08T13:56)"
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
@@ -152,7 +153,10 @@ def session(
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
     refresh: Annotated[
-        bool, typer.Option("--refresh", help="Start a new memory session (next rolling opens a new unit).")
+        bool,
+        typer.Option(
+            "--refresh", help="Start a new memory session (next rolling opens a new unit)."
+        ),
     ] = False,
     as_json: Json = False,
 ) -> None:

@@ -34,7 +34,9 @@ def units_table(units: Sequence[UnitInfo], title: str) -> Table:
     table.add_column("messages", justify="right")
     table.add_column("slices", justify="right")
     for unit in units:
-        table.add_row(escape(unit.id), when(unit.timestamp), str(unit.message_count), str(unit.slice_count))
+        table.add_row(
+            escape(unit.id), when(unit.timestamp), str(unit.message_count), str(unit.slice_count)
+        )
     return table
 
 
@@ -45,7 +47,9 @@ def slices_table(slices: Sequence[MemorySlice]) -> Table:
     table.add_column("created (UTC)")
     table.add_column("summary", overflow="fold")
     for s in slices:
-        table.add_row(escape(s.id), f"[{s.start_index}, {s.end_index})", when(s.timestamp), escape(s.summary))
+        table.add_row(
+            escape(s.id), f"[{s.start_index}, {s.end_index})", when(s.timestamp), escape(s.summary)
+        )
     return table
 
 

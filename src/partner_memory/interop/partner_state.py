@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,9 @@ class _UnitReader:
         messages: list[Message] = []
         for i, item in enumerate(raw):
             where = f"{self.label}: conversation_messages[{i}]"
-            if item is None or (isinstance(item, dict) and (item.get("role") is None or item.get("content") is None)):
+            if item is None or (
+                isinstance(item, dict) and (item.get("role") is None or item.get("content") is None)
+            ):
                 self.skipped.append(f"{where}: lacks role or content, skipped")
                 continue
             _expect(item, dict, where)
@@ -121,7 +124,7 @@ class _UnitReader:
                 )
             try:
                 message_id = derived_id(self.namespace, self.unit_id, str(len(messages)))
-                messages.append(Message(role=role, content=content, id=message_id))  # type: ignore[arg-type]
+                messages.append(Message(role=role, content=content, id=message_id))
             except InvalidInputError as exc:
                 raise InvalidInputError(f"{where}: {exc}") from None
         return messages
@@ -152,7 +155,7 @@ class _UnitReader:
                 raw_slice,
                 message_count,
                 unit_timestamp,
-                lambda: derived_id(self.namespace, self.unit_id, "slice", str(i)),
+                partial(derived_id, self.namespace, self.unit_id, "slice", str(i)),
             )
             if (fixed.id, fixed.start_index, fixed.end_index, fixed.timestamp) != (
                 raw_slice.id,
@@ -180,7 +183,9 @@ def read_partner_state(state_dir: str | Path, *, namespace: str, now: int) -> Pa
     if core.get("memory_unit_uuid_set") is None:
         raise InvalidInputError(f"{CORE_FILE}: field 'memory_unit_uuid_set' is missing")
     session_id = _expect(core["memory_session_id"], str, f"{CORE_FILE}: field 'memory_session_id'")
-    unit_ids = _expect(core["memory_unit_uuid_set"], list, f"{CORE_FILE}: field 'memory_unit_uuid_set'")
+    unit_ids = _expect(
+        core["memory_unit_uuid_set"], list, f"{CORE_FILE}: field 'memory_unit_uuid_set'"
+    )
     state = PartnerState(memory_session_id=session_id, units=[])
     seen: set[str] = set()
     for i, unit_id in enumerate(unit_ids):

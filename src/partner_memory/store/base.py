@@ -63,9 +63,7 @@ class MemoryStore(Protocol):
         """R5 in one transaction: get-or-create the current session's unit and extend it."""
         ...
 
-    def write_units(
-        self, namespace: str, session_id: str, units: Sequence[UnitWrite]
-    ) -> None:
+    def write_units(self, namespace: str, session_id: str, units: Sequence[UnitWrite]) -> None:
         """Create or extend many units and set the session, all or nothing."""
         ...
 
@@ -91,9 +89,7 @@ class MemoryStore(Protocol):
         """Every unit id of a namespace in creation order (the reference's unit set)."""
         ...
 
-    def read_messages(
-        self, namespace: str, unit_id: str, start: int, end: int
-    ) -> list[Message]:
+    def read_messages(self, namespace: str, unit_id: str, start: int, end: int) -> list[Message]:
         """Messages at positions [start, end) of a unit, in order."""
         ...
 

@@ -95,9 +95,13 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Cursor]:
-        with self._translated(), self._pool.connection() as conn, conn.transaction():
-            with conn.cursor() as cur:
-                yield cur
+        with (
+            self._translated(),
+            self._pool.connection() as conn,
+            conn.transaction(),
+            conn.cursor() as cur,
+        ):
+            yield cur
 
     def _lock_schema(self, cur: Cursor) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))

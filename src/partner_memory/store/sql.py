@@ -214,7 +214,9 @@ class SqlStore(ABC):
         while True:
             with self._transaction(write=True) as cur:
                 self._lock_schema(cur)
-                self._run(cur, f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (version INTEGER NOT NULL)")
+                self._run(
+                    cur, f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (version INTEGER NOT NULL)"
+                )
                 row = self._run(cur, f"SELECT MAX(version) FROM {SCHEMA_TABLE}").fetchone()
                 version = int(row[0]) if row and row[0] is not None else 0
                 if version > len(steps):
@@ -228,8 +230,9 @@ class SqlStore(ABC):
                     self._run(cur, statement)
                 self._run(cur, f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (?)", (version + 1,))
 
+    @abstractmethod
     def _lock_schema(self, cur: Cursor) -> None:
-        """Serialise concurrent migrations; a write transaction suffices on SQLite."""
+        """Serialise concurrent migrations of one database."""
 
     def schema_version(self) -> int:
         with self._transaction(write=False) as cur:
@@ -259,7 +262,9 @@ class SqlStore(ABC):
     def list_namespaces(self) -> list[NamespaceInfo]:
         with self._transaction(write=False) as cur:
             rows = self._run(cur, _NAMESPACE_COLUMNS + " ORDER BY n.name").fetchall()
-        return [NamespaceInfo(name=r[0], memory_session_id=r[1], unit_count=int(r[2])) for r in rows]
+        return [
+            NamespaceInfo(name=r[0], memory_session_id=r[1], unit_count=int(r[2])) for r in rows
+        ]
 
     def set_session(self, namespace: str, session_id: str) -> None:
         with self._transaction(write=True) as cur:
@@ -297,9 +302,11 @@ class SqlStore(ABC):
                 (namespace_id, session_id),
             ).fetchone()
             if unit is None:
-                unit_pk, old_count, slice_count = self._create_unit(
-                    cur, namespace_id, session_id, timestamp
-                ), 0, 0
+                unit_pk, old_count, slice_count = (
+                    self._create_unit(cur, namespace_id, session_id, timestamp),
+                    0,
+                    0,
+                )
             else:
                 unit_pk, old_count, slice_count = int(unit[0]), int(unit[1]), int(unit[2])
             new_count = old_count + len(messages)
@@ -342,13 +349,16 @@ class SqlStore(ABC):
     def _write_unit(self, cur: Cursor, namespace: str, namespace_id: int, write: UnitWrite) -> None:
         row = self._run(
             cur,
-            "SELECT pk, message_count, slice_count FROM units WHERE namespace_id = ? AND unit_id = ?",
+            "SELECT pk, message_count, slice_count FROM units"
+            " WHERE namespace_id = ? AND unit_id = ?",
             (namespace_id, write.id),
         ).fetchone()
         if row is None:
-            unit_pk, count, slice_count = self._create_unit(
-                cur, namespace_id, write.id, write.timestamp
-            ), 0, 0
+            unit_pk, count, slice_count = (
+                self._create_unit(cur, namespace_id, write.id, write.timestamp),
+                0,
+                0,
+            )
         else:
             unit_pk, count, slice_count = int(row[0]), int(row[1]), int(row[2])
         if count != write.expected_count:
@@ -361,7 +371,12 @@ class SqlStore(ABC):
         self._run(
             cur,
             "UPDATE units SET timestamp = ?, message_count = ?, slice_count = ? WHERE pk = ?",
-            (write.timestamp, count + len(write.messages), slice_count + len(write.slices), unit_pk),
+            (
+                write.timestamp,
+                count + len(write.messages),
+                slice_count + len(write.slices),
+                unit_pk,
+            ),
         )
 
     # -- reads -------------------------------------------------------------------
@@ -371,7 +386,8 @@ class SqlStore(ABC):
             row = self._run(
                 cur,
                 _UNIT_COLUMNS
-                + " WHERE namespace_id = (SELECT id FROM namespaces WHERE name = ?) AND unit_id = ?",
+                + " WHERE namespace_id = (SELECT id FROM namespaces WHERE name = ?)"
+                + " AND unit_id = ?",
                 (namespace, unit_id),
             ).fetchone()
         return None if row is None else _unit(row)
@@ -452,4 +468,3 @@ class SqlStore(ABC):
                 cur, _SLICE_COLUMNS + " WHERE unit_pk = ? AND slice_id = ?", (unit_pk, slice_id)
             ).fetchone()
         return None if row is None else _slice(row)
-

@@ -105,6 +105,9 @@ class SQLiteStore(SqlStore):
                 raise
             conn.execute("COMMIT")
 
+    def _lock_schema(self, cur: Cursor) -> None:
+        """Nothing to do: the migration's BEGIN IMMEDIATE already holds the write lock."""
+
     @contextmanager
     def _translated(self) -> Iterator[None]:
         """Turn sqlite3's errors into the project's tree, naming the file."""

@@ -39,6 +39,9 @@ class Cursor(Protocol):
 
 
 SCHEMA_TABLE = "partner_memory_schema"
+_MESSAGE_ROW = "(?, ?, ?, ?, ?, ?, ?)"
+#: Rows per INSERT: 7 parameters each stays below SQLite's 32,766-parameter limit.
+_ROWS_PER_INSERT = 500
 
 #: Ordered schema steps; step i moves a database from version i to i + 1.
 #: Append new steps, never edit a released one.
@@ -59,20 +62,22 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             UNIQUE (namespace_id, unit_id)
         )""",
         "CREATE INDEX units_by_time ON units (namespace_id, timestamp DESC, pk DESC)",
+        # messages and slices carry no foreign key: rows are only ever inserted for
+        # a unit read in the same transaction, and a per-row key check doubled the
+        # cost of an append on PostgreSQL
         """CREATE TABLE messages (
-            pk {serial},
-            unit_pk BIGINT NOT NULL REFERENCES units (pk) ON DELETE CASCADE,
+            unit_pk BIGINT NOT NULL,
             position BIGINT NOT NULL,
             message_id TEXT NOT NULL,
             role TEXT NOT NULL,
             content TEXT NOT NULL,
             timestamp BIGINT,
             metadata TEXT,
-            UNIQUE (unit_pk, position)
+            PRIMARY KEY (unit_pk, position)
         )""",
         """CREATE TABLE slices (
             pk {serial},
-            unit_pk BIGINT NOT NULL REFERENCES units (pk) ON DELETE CASCADE,
+            unit_pk BIGINT NOT NULL,
             slice_id TEXT NOT NULL,
             start_index BIGINT NOT NULL,
             end_index BIGINT NOT NULL,
@@ -165,37 +170,28 @@ class SqlStore(ABC):
     def _insert_messages(
         self, cur: Cursor, unit_pk: int, first_position: int, messages: Sequence[Message]
     ) -> None:
-        if not messages:
-            return
-        cur.executemany(
-            self._sql(
+        # multi-row VALUES: one statement (one round trip) per chunk, not one per message
+        for chunk_start in range(0, len(messages), _ROWS_PER_INSERT):
+            chunk = messages[chunk_start : chunk_start + _ROWS_PER_INSERT]
+            params: list[Any] = []
+            for offset, m in enumerate(chunk, start=first_position + chunk_start):
+                metadata = dump_metadata(m.metadata) if m.metadata else None
+                params += (unit_pk, offset, m.id, m.role, m.content, m.timestamp, metadata)
+            self._run(
+                cur,
                 "INSERT INTO messages (unit_pk, position, message_id, role, content,"
-                " timestamp, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
-            ),
-            [
-                (
-                    unit_pk,
-                    first_position + i,
-                    m.id,
-                    m.role,
-                    m.content,
-                    m.timestamp,
-                    dump_metadata(m.metadata) if m.metadata else None,
-                )
-                for i, m in enumerate(messages)
-            ],
-        )
+                " timestamp, metadata) VALUES " + ", ".join([_MESSAGE_ROW] * len(chunk)),
+                params,
+            )
 
     def _insert_slices(self, cur: Cursor, unit_pk: int, slices: Sequence[MemorySlice]) -> None:
-        if not slices:
-            return
-        cur.executemany(
-            self._sql(
+        for s in slices:
+            self._run(
+                cur,
                 "INSERT INTO slices (unit_pk, slice_id, start_index, end_index, summary,"
-                " timestamp) VALUES (?, ?, ?, ?, ?, ?)"
-            ),
-            [(unit_pk, s.id, s.start_index, s.end_index, s.summary, s.timestamp) for s in slices],
-        )
+                " timestamp) VALUES (?, ?, ?, ?, ?, ?)",
+                (unit_pk, s.id, s.start_index, s.end_index, s.summary, s.timestamp),
+            )
 
     def _create_unit(self, cur: Cursor, namespace_id: int, unit_id: str, timestamp: int) -> int:
         row = self._run(
@@ -295,6 +291,8 @@ class SqlStore(ABC):
             if row is None:
                 raise NotFoundError(f"namespace {namespace!r} not found")
             namespace_id, session_id = int(row[0]), str(row[1])
+            # a statement of its own: under PostgreSQL's READ COMMITTED it sees what the
+            # writer that held the namespace lock before us committed
             unit = self._run(
                 cur,
                 "SELECT pk, message_count, slice_count FROM units"

@@ -143,6 +143,30 @@ def test_unreachable_postgres() -> None:
     assert "cannot connect to PostgreSQL" in out
 
 
+def test_locked_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    db = str(tmp_path / "locked.db")
+    run("import-partner", str(EXAMPLE), "--db", db, "-n", "agent")
+    monkeypatch.setenv("PARTNER_MEMORY_BUSY_TIMEOUT", "0.2")
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        out = run("session", "--refresh", "--db", db, "-n", "agent", code=7)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert "locked" in out
+    assert json.loads(run("session", "--db", db, "-n", "agent", "--json"))["memory_session_id"] == (
+        "c7a1f0d2-8e6b-4c3a-b9d5-6e2f4a8c0b33"
+    )
+
+
+def test_bad_busy_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARTNER_MEMORY_BUSY_TIMEOUT", "soon")
+    assert "PARTNER_MEMORY_BUSY_TIMEOUT" in run("units", "--db", str(tmp_path / "x.db"), code=6)
+
+
 def test_not_a_database(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not sqlite" * 100)

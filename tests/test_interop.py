@@ -93,6 +93,22 @@ def test_skip_rules_and_normalisation(store: MemoryStore, tmp_path: Path) -> Non
     assert core.memory_session_id == "u1"
 
 
+def test_normalised_import_exports_what_it_stored(store: MemoryStore, tmp_path: Path) -> None:
+    import_partner_state(store, messy_state(tmp_path / "state"), namespace="ns")
+    export_partner_state(MemoryCore(store, "ns"), tmp_path / "out")
+    report = import_partner_state(store, tmp_path / "out", namespace="copy")
+    assert (report.skipped, report.normalised) == ([], [])
+    assert MemoryCore(store, "copy").get_memory_unit("u1").slices == (
+        MemoryCore(store, "ns").get_memory_unit("u1").slices
+    )
+    exported = read_tree(tmp_path / "out")["core/memory/memory-unitu1.json"]
+    assert [m["content"] for m in exported["conversation_messages"]] == [
+        "keep 0",
+        "keep 1",
+        "keep 2",
+    ]
+
+
 def test_import_is_idempotent(store: MemoryStore, tmp_path: Path) -> None:
     state = messy_state(tmp_path / "state")
     import_partner_state(store, state, namespace="ns")

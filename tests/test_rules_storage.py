@@ -223,13 +223,30 @@ def test_r7_message_ranges_validated(core: MemoryCore) -> None:
         core.read_messages(unit_id, 2, 1)
 
 
-def test_r8_listing_does_not_read_messages(store: MemoryStore, clock: FakeClock) -> None:
-    """R8: unit headers carry counts, so a namespace opens without reading any message."""
+class RecordingStore:
+    """Delegates to a real store and records which verbs were called."""
+
+    def __init__(self, inner: MemoryStore) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        self.calls.append(name)
+        return getattr(self.inner, name)
+
+
+def test_r8_opening_a_namespace_reads_no_message(store: MemoryStore, clock: FakeClock) -> None:
+    """R8: a namespace opens and lists its units from headers, without reading messages."""
     core = MemoryCore(store, "agent", clock=clock)
-    core.update_memory_unit(messages(50), "big")
-    page = core.list_units()
-    assert page.units[0].message_count == 50
-    assert page.units[0].slice_count == 1
+    for _ in range(3):
+        core.update_memory_unit(messages(50), "big")
+        core.refresh_memory_session()
+    recording = RecordingStore(store)
+    reopened = MemoryCore(recording, "agent", create=False)  # type: ignore[arg-type]
+    page = reopened.list_units()
+    assert [u.message_count for u in page.units] == [50, 50, 50]
+    assert "read_messages" not in recording.calls
+    assert "read_slices" not in recording.calls
 
 
 def test_r8_units_persist_independently(store: MemoryStore, clock: FakeClock) -> None:

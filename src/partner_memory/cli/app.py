@@ -15,7 +15,7 @@ from partner_memory.cli.errors import reported
 from partner_memory.core import MemoryCore
 from partner_memory.errors import InvalidInputError
 from partner_memory.interop import export_partner_state, import_partner_state
-from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
+from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE, StoreSettings
 from partner_memory.store import MemoryStore, open_store
 
 app = typer.Typer(
@@ -49,7 +49,7 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables
 
 @contextmanager
 def _store(db: str, *, create: bool) -> Iterator[MemoryStore]:
-    store = open_store(db, create=create)
+    store = open_store(db, create=create, busy_timeout=StoreSettings.from_env().busy_timeout)
     try:
         yield store
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from partner_memory.errors import ConfigurationError
+from partner_memory.settings import DEFAULT_BUSY_TIMEOUT
 from partner_memory.store.base import MemoryStore, UnitWrite
 
 __all__ = ["MemoryStore", "UnitWrite", "open_store"]
@@ -12,11 +13,14 @@ __all__ = ["MemoryStore", "UnitWrite", "open_store"]
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
-def open_store(database: str | Path, *, create: bool = True) -> MemoryStore:
+def open_store(
+    database: str | Path, *, create: bool = True, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+) -> MemoryStore:
     """Open the store a setting names: a `postgresql://` URL, else a SQLite file path.
 
     With `create=False` a missing SQLite file is an error instead of a new,
     empty database, so read-only commands never leave files behind.
+    `busy_timeout` is how long a SQLite writer waits for another's lock.
     """
     text = str(database).strip()
     if not text:
@@ -35,4 +39,4 @@ def open_store(database: str | Path, *, create: bool = True) -> MemoryStore:
         )
     from partner_memory.store.sqlite import SQLiteStore
 
-    return SQLiteStore(text, create=create)
+    return SQLiteStore(text, create=create, busy_timeout=busy_timeout)

@@ -90,3 +90,27 @@ def test_sqlite_url_prefix(tmp_path: Path) -> None:
 def test_bad_synchronous_setting(sqlite_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="synchronous"):
         SQLiteStore(sqlite_path, synchronous="SOMETIMES")  # type: ignore[arg-type]
+
+
+def test_version_1_database_migrates_without_losing_data(sqlite_path: Path) -> None:
+    conn = sqlite3.connect(sqlite_path)
+    conn.execute(f"CREATE TABLE {SCHEMA_TABLE} (version INTEGER NOT NULL)")
+    for statement in MIGRATIONS[0]:
+        conn.execute(statement.format(serial="INTEGER PRIMARY KEY"))
+    conn.execute(f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (1)")
+    conn.execute("INSERT INTO namespaces (id, name, memory_session_id) VALUES (1, 'ns', 'u')")
+    conn.execute("INSERT INTO units VALUES (1, 1, 'u', 5, 1, 1)")
+    conn.execute("INSERT INTO messages VALUES (1, 0, 'm0', 'user', 'old words', NULL, NULL)")
+    conn.execute("INSERT INTO slices VALUES (1, 1, 's', 0, 1, 'old summary', 5)")
+    conn.commit()
+    conn.close()
+    store = SQLiteStore(sqlite_path)
+    try:
+        assert store.schema_version() == len(MIGRATIONS)
+        assert store.read_messages("ns", "u", 0, 1)[0].content == "old words"
+        found = store.get_slice("ns", "u", "s")
+        assert found is not None
+        assert (found.summary, found.summarizer) == ("old summary", None)
+        assert store.load_trajectory("ns").messages == []
+    finally:
+        store.close()

@@ -121,6 +121,8 @@ class MemorySlice:
     end_index: int
     summary: str
     timestamp: int
+    #: Which summariser wrote `summary` ("llm", "extractive", "placeholder"); None if unknown.
+    summarizer: str | None = None
 
     def __len__(self) -> int:
         return self.end_index - self.start_index
@@ -132,6 +134,7 @@ class MemorySlice:
             "end_index": self.end_index,
             "summary": self.summary,
             "timestamp": self.timestamp,
+            "summarizer": self.summarizer,
         }
 
 
@@ -190,4 +193,72 @@ class NamespaceInfo:
             "name": self.name,
             "memory_session_id": self.memory_session_id,
             "unit_count": self.unit_count,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryState:
+    """The persisted conversation window of a namespace (R9) and its last interaction."""
+
+    messages: list[Message]
+    last_interaction: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RollingRecord:
+    """What one rolling cost: the slice it wrote, its LLM calls, tokens and times."""
+
+    unit_id: str
+    slice_id: str
+    started_at: int
+    idle: bool
+    messages: int
+    summarizer: str
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_ms: float = 0.0
+    pipeline_ms: float = 0.0
+    fallbacks: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "unit_id": self.unit_id,
+            "slice_id": self.slice_id,
+            "started_at": self.started_at,
+            "idle": self.idle,
+            "messages": self.messages,
+            "summarizer": self.summarizer,
+            "llm_calls": self.llm_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "llm_ms": self.llm_ms,
+            "pipeline_ms": self.pipeline_ms,
+            "fallbacks": list(self.fallbacks),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RollingTotals:
+    """Sums over every rolling of a namespace, so LLM cost is never hidden."""
+
+    rollings: int
+    messages: int
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    llm_ms: float
+    pipeline_ms: float
+    by_summarizer: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rollings": self.rollings,
+            "messages": self.messages,
+            "llm_calls": self.llm_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "llm_ms": self.llm_ms,
+            "pipeline_ms": self.pipeline_ms,
+            "by_summarizer": self.by_summarizer,
         }

@@ -11,7 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from partner_memory.model import MemorySlice, Message, NamespaceInfo, UnitInfo, UnitUpdate
+from partner_memory.model import (
+    MemorySlice,
+    Message,
+    NamespaceInfo,
+    RollingRecord,
+    RollingTotals,
+    TrajectoryState,
+    UnitInfo,
+    UnitUpdate,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,7 @@ class MemoryStore(Protocol):
         *,
         slice_id: str,
         timestamp: int,
+        summarizer: str | None = None,
     ) -> UnitUpdate:
         """R5 in one transaction: get-or-create the current session's unit and extend it."""
         ...
@@ -98,5 +108,31 @@ class MemoryStore(Protocol):
         ...
 
     def get_slice(self, namespace: str, unit_id: str, slice_id: str) -> MemorySlice | None: ...
+
+    # -- what the rolling pipeline keeps ----------------------------------------
+
+    def load_trajectory(self, namespace: str) -> TrajectoryState:
+        """The persisted conversation window, oldest first (R9)."""
+        ...
+
+    def append_trajectory(
+        self, namespace: str, messages: Sequence[Message], *, last_interaction: int | None
+    ) -> None:
+        """Append to the window; message ids are unique per namespace's window."""
+        ...
+
+    def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None: ...
+
+    def known_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
+        """Which of these ids are already stored, in a unit or in the window."""
+        ...
+
+    def recent_slices(self, namespace: str, limit: int) -> list[tuple[str, MemorySlice]]:
+        """The newest slices of the namespace as (unit id, slice), newest first."""
+        ...
+
+    def record_rolling(self, namespace: str, record: RollingRecord) -> None: ...
+
+    def rolling_totals(self, namespace: str) -> RollingTotals: ...
 
     def close(self) -> None: ...

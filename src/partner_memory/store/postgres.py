@@ -18,7 +18,8 @@ from partner_memory.errors import (
     PartnerMemoryError,
     StorageUnavailableError,
 )
-from partner_memory.store.sql import Cursor, SqlStore
+from partner_memory.store.sql import SqlStore
+from partner_memory.store.sql_base import Cursor
 
 try:
     import psycopg

@@ -1,17 +1,14 @@
 """The store verbs written once in SQL that SQLite and PostgreSQL both accept.
 
-A backend supplies connections, transactions, its DDL migrations and the
-translation of its driver's errors; the queries themselves live here so the
-two backends cannot drift apart. Queries use `?` placeholders; a backend whose
-driver wants another style rewrites them in `_sql`.
+The queries live here (units, slices, namespaces, migrations) and in
+`sql_pipeline` (trajectory, rolling records), so the two backends cannot
+drift apart; `sql_base` holds the hooks a backend provides.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
 from partner_memory.errors import ConfigurationError, ConflictError, NotFoundError
 from partner_memory.model import (
@@ -20,74 +17,20 @@ from partner_memory.model import (
     NamespaceInfo,
     UnitInfo,
     UnitUpdate,
-    dump_metadata,
-    load_metadata,
 )
 from partner_memory.store.base import UnitWrite
-
-
-class Cursor(Protocol):
-    """The part of a DB-API cursor the shared queries use."""
-
-    def execute(self, query: Any, params: Sequence[Any] = ..., /) -> Any: ...
-
-    def executemany(self, query: Any, params_seq: Any, /) -> Any: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-
-SCHEMA_TABLE = "partner_memory_schema"
-_MESSAGE_ROW = "(?, ?, ?, ?, ?, ?, ?)"
-#: Rows per INSERT: 7 parameters each stays below SQLite's 32,766-parameter limit.
-_ROWS_PER_INSERT = 500
-
-#: Ordered schema steps; step i moves a database from version i to i + 1.
-#: Append new steps, never edit a released one.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        """CREATE TABLE namespaces (
-            id {serial},
-            name TEXT NOT NULL UNIQUE,
-            memory_session_id TEXT NOT NULL
-        )""",
-        """CREATE TABLE units (
-            pk {serial},
-            namespace_id BIGINT NOT NULL REFERENCES namespaces (id) ON DELETE CASCADE,
-            unit_id TEXT NOT NULL,
-            timestamp BIGINT NOT NULL,
-            message_count BIGINT NOT NULL,
-            slice_count BIGINT NOT NULL,
-            UNIQUE (namespace_id, unit_id)
-        )""",
-        "CREATE INDEX units_by_time ON units (namespace_id, timestamp DESC, pk DESC)",
-        # messages and slices carry no foreign key: rows are only ever inserted for
-        # a unit read in the same transaction, and a per-row key check doubled the
-        # cost of an append on PostgreSQL
-        """CREATE TABLE messages (
-            unit_pk BIGINT NOT NULL,
-            position BIGINT NOT NULL,
-            message_id TEXT NOT NULL,
-            role TEXT NOT NULL,
-            content TEXT NOT NULL,
-            timestamp BIGINT,
-            metadata TEXT,
-            PRIMARY KEY (unit_pk, position)
-        )""",
-        """CREATE TABLE slices (
-            pk {serial},
-            unit_pk BIGINT NOT NULL,
-            slice_id TEXT NOT NULL,
-            start_index BIGINT NOT NULL,
-            end_index BIGINT NOT NULL,
-            summary TEXT NOT NULL,
-            timestamp BIGINT NOT NULL,
-            UNIQUE (unit_pk, slice_id)
-        )""",
-        "CREATE INDEX slices_by_time ON slices (unit_pk, timestamp, pk)",
-    ),
+from partner_memory.store.schema import MIGRATIONS, SCHEMA_TABLE
+from partner_memory.store.sql_base import (
+    MESSAGE_COLUMNS,
+    SLICE_COLUMNS,
+    Cursor,
+    message_from_row,
+    slice_from_row,
+    unit_from_row,
 )
+from partner_memory.store.sql_pipeline import PipelineSql
+
+__all__ = ["MIGRATIONS", "SCHEMA_TABLE", "SqlStore"]
 
 _NAMESPACE_COLUMNS = """
     SELECT n.name, n.memory_session_id,
@@ -95,23 +38,7 @@ _NAMESPACE_COLUMNS = """
     FROM namespaces n
 """
 _UNIT_COLUMNS = "SELECT unit_id, timestamp, message_count, slice_count FROM units"
-_SLICE_COLUMNS = "SELECT slice_id, start_index, end_index, summary, timestamp FROM slices"
-
-
-def _unit(row: Sequence[Any]) -> UnitInfo:
-    return UnitInfo(id=row[0], timestamp=row[1], message_count=row[2], slice_count=row[3])
-
-
-def _slice(row: Sequence[Any]) -> MemorySlice:
-    return MemorySlice(
-        id=row[0], start_index=row[1], end_index=row[2], summary=row[3], timestamp=row[4]
-    )
-
-
-def _message(row: Sequence[Any]) -> Message:
-    return Message(
-        id=row[0], role=row[1], content=row[2], timestamp=row[3], metadata=load_metadata(row[4])
-    )
+_SLICE_COLUMNS = f"SELECT {SLICE_COLUMNS} FROM slices"
 
 
 def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
@@ -125,82 +52,11 @@ def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
     return clauses, params
 
 
-class SqlStore(ABC):
+class SqlStore(PipelineSql):
     """Shared implementation of `MemoryStore` over a DB-API connection."""
-
-    #: Appended to the namespace read that starts a write, to lock that row.
-    lock_clause = ""
-    #: Column type of an auto-numbered primary key.
-    serial_type = "INTEGER PRIMARY KEY"
-
-    # -- what a backend provides -------------------------------------------------
-
-    @abstractmethod
-    def _transaction(self, *, write: bool) -> AbstractContextManager[Cursor]:
-        """A cursor inside one transaction, committed on success, driver errors translated."""
 
     def _migrations(self) -> Sequence[Sequence[str]]:
         return [[step.format(serial=self.serial_type) for step in steps] for steps in MIGRATIONS]
-
-    def _sql(self, query: str) -> str:
-        return query
-
-    # -- helpers -----------------------------------------------------------------
-
-    def _run(self, cur: Cursor, query: str, params: Sequence[Any] = ()) -> Cursor:
-        cur.execute(self._sql(query), params)
-        return cur
-
-    def _namespace_id(self, cur: Cursor, namespace: str, *, lock: bool = False) -> int:
-        query = "SELECT id FROM namespaces WHERE name = ?" + (self.lock_clause if lock else "")
-        row = self._run(cur, query, (namespace,)).fetchone()
-        if row is None:
-            raise NotFoundError(f"namespace {namespace!r} not found")
-        return int(row[0])
-
-    def _unit_pk(self, cur: Cursor, namespace: str, unit_id: str) -> int | None:
-        row = self._run(
-            cur,
-            "SELECT u.pk FROM units u JOIN namespaces n ON n.id = u.namespace_id"
-            " WHERE n.name = ? AND u.unit_id = ?",
-            (namespace, unit_id),
-        ).fetchone()
-        return None if row is None else int(row[0])
-
-    def _insert_messages(
-        self, cur: Cursor, unit_pk: int, first_position: int, messages: Sequence[Message]
-    ) -> None:
-        # multi-row VALUES: one statement (one round trip) per chunk, not one per message
-        for chunk_start in range(0, len(messages), _ROWS_PER_INSERT):
-            chunk = messages[chunk_start : chunk_start + _ROWS_PER_INSERT]
-            params: list[Any] = []
-            for offset, m in enumerate(chunk, start=first_position + chunk_start):
-                metadata = dump_metadata(m.metadata) if m.metadata else None
-                params += (unit_pk, offset, m.id, m.role, m.content, m.timestamp, metadata)
-            self._run(
-                cur,
-                "INSERT INTO messages (unit_pk, position, message_id, role, content,"
-                " timestamp, metadata) VALUES " + ", ".join([_MESSAGE_ROW] * len(chunk)),
-                params,
-            )
-
-    def _insert_slices(self, cur: Cursor, unit_pk: int, slices: Sequence[MemorySlice]) -> None:
-        for s in slices:
-            self._run(
-                cur,
-                "INSERT INTO slices (unit_pk, slice_id, start_index, end_index, summary,"
-                " timestamp) VALUES (?, ?, ?, ?, ?, ?)",
-                (unit_pk, s.id, s.start_index, s.end_index, s.summary, s.timestamp),
-            )
-
-    def _create_unit(self, cur: Cursor, namespace_id: int, unit_id: str, timestamp: int) -> int:
-        row = self._run(
-            cur,
-            "INSERT INTO units (namespace_id, unit_id, timestamp, message_count, slice_count)"
-            " VALUES (?, ?, ?, 0, 0) RETURNING pk",
-            (namespace_id, unit_id, timestamp),
-        ).fetchone()
-        return int(row[0])
 
     # -- schema ------------------------------------------------------------------
 
@@ -225,10 +81,6 @@ class SqlStore(ABC):
                 for statement in steps[version]:
                     self._run(cur, statement)
                 self._run(cur, f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (?)", (version + 1,))
-
-    @abstractmethod
-    def _lock_schema(self, cur: Cursor) -> None:
-        """Serialise concurrent migrations of one database."""
 
     def schema_version(self) -> int:
         with self._transaction(write=False) as cur:
@@ -281,6 +133,7 @@ class SqlStore(ABC):
         *,
         slice_id: str,
         timestamp: int,
+        summarizer: str | None = None,
     ) -> UnitUpdate:
         with self._transaction(write=True) as cur:
             row = self._run(
@@ -314,6 +167,7 @@ class SqlStore(ABC):
                 end_index=new_count,
                 summary=summary,
                 timestamp=timestamp,
+                summarizer=summarizer,
             )
             self._insert_messages(cur, unit_pk, old_count, messages)
             self._insert_slices(cur, unit_pk, [memory_slice])
@@ -388,7 +242,7 @@ class SqlStore(ABC):
                 + " AND unit_id = ?",
                 (namespace, unit_id),
             ).fetchone()
-        return None if row is None else _unit(row)
+        return None if row is None else unit_from_row(row)
 
     def list_units(
         self,
@@ -410,7 +264,7 @@ class SqlStore(ABC):
                 + " ORDER BY timestamp DESC, pk DESC LIMIT ? OFFSET ?",
                 (namespace_id, *params, limit, offset),
             ).fetchall()
-        return [_unit(r) for r in rows]
+        return [unit_from_row(r) for r in rows]
 
     def count_units(
         self, namespace: str, *, since: int | None = None, until: int | None = None
@@ -441,11 +295,11 @@ class SqlStore(ABC):
                 return []
             rows = self._run(
                 cur,
-                "SELECT message_id, role, content, timestamp, metadata FROM messages"
+                f"SELECT {MESSAGE_COLUMNS} FROM messages"
                 " WHERE unit_pk = ? AND position >= ? AND position < ? ORDER BY position",
                 (unit_pk, start, end),
             ).fetchall()
-        return [_message(r) for r in rows]
+        return [message_from_row(r) for r in rows]
 
     def read_slices(self, namespace: str, unit_id: str) -> list[MemorySlice]:
         with self._transaction(write=False) as cur:
@@ -455,7 +309,7 @@ class SqlStore(ABC):
             rows = self._run(
                 cur, _SLICE_COLUMNS + " WHERE unit_pk = ? ORDER BY timestamp, pk", (unit_pk,)
             ).fetchall()
-        return [_slice(r) for r in rows]
+        return [slice_from_row(r) for r in rows]
 
     def get_slice(self, namespace: str, unit_id: str, slice_id: str) -> MemorySlice | None:
         with self._transaction(write=False) as cur:
@@ -465,4 +319,4 @@ class SqlStore(ABC):
             row = self._run(
                 cur, _SLICE_COLUMNS + " WHERE unit_pk = ? AND slice_id = ?", (unit_pk, slice_id)
             ).fetchone()
-        return None if row is None else _slice(row)
+        return None if row is None else slice_from_row(row)

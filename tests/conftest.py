@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -29,6 +30,19 @@ class FakeClock:
 
     def __call__(self) -> int:
         self.now += 1
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+class ManualClock:
+    """A clock that only moves when the test says so."""
+
+    def __init__(self, start: int = 1_700_000_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
         return self.now
 
     def advance(self, ms: int) -> None:
@@ -103,3 +117,18 @@ def sqlite_store(sqlite_path: Path) -> Iterator[SQLiteStore]:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture
+def manual_clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[Any]:
+    """A chat-completions server on 127.0.0.1, scripted by the test."""
+    from tests.llm_server import FakeLLM
+
+    server = FakeLLM().start()
+    yield server
+    server.stop()

@@ -92,8 +92,13 @@ class MemoryCore:
             self._store.set_session(self._namespace, session_id)
         return session_id
 
-    def update_memory_unit(self, messages: Iterable[Message], summary: str) -> UnitUpdate:
-        """R5: append `messages` to the current session's unit with a slice summarising them."""
+    def update_memory_unit(
+        self, messages: Iterable[Message], summary: str, *, summarizer: str | None = None
+    ) -> UnitUpdate:
+        """R5: append `messages` to the current session's unit with a slice summarising them.
+
+        `summarizer` records which summariser wrote `summary`.
+        """
         batch = list(messages)
         for i, message in enumerate(batch):
             if not isinstance(message, Message):
@@ -103,7 +108,12 @@ class MemoryCore:
         check_text(summary, "summary")
         with self._lock:
             return self._store.append(
-                self._namespace, batch, summary, slice_id=new_id(), timestamp=self._clock()
+                self._namespace,
+                batch,
+                summary,
+                slice_id=new_id(),
+                timestamp=self._clock(),
+                summarizer=summarizer,
             )
 
     # -- lookups (R7): unknown ids raise NotFoundError, nothing is created -------

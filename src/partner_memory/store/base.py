@@ -123,8 +123,8 @@ class MemoryStore(Protocol):
 
     def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None: ...
 
-    def known_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
-        """Which of these ids are already stored, in a unit or in the window."""
+    def stored_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
+        """Which of these ids are already stored in one of the namespace's units."""
         ...
 
     def recent_slices(self, namespace: str, limit: int) -> list[tuple[str, MemorySlice]]:

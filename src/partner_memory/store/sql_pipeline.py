@@ -84,7 +84,7 @@ class PipelineSql(SqlBase):
                     (namespace_id, *chunk),
                 )
 
-    def known_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
+    def stored_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
@@ -93,10 +93,8 @@ class PipelineSql(SqlBase):
                 rows = self._run(
                     cur,
                     "SELECT m.message_id FROM messages m JOIN units u ON u.pk = m.unit_pk"
-                    f" WHERE u.namespace_id = ? AND m.message_id IN ({marks})"
-                    " UNION SELECT message_id FROM trajectory"
-                    f" WHERE namespace_id = ? AND message_id IN ({marks})",
-                    (namespace_id, *chunk, namespace_id, *chunk),
+                    f" WHERE u.namespace_id = ? AND m.message_id IN ({marks})",
+                    (namespace_id, *chunk),
                 ).fetchall()
                 found.update(str(r[0]) for r in rows)
         return found

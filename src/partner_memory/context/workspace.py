@@ -1,0 +1,185 @@
+"""R22-R23: the workspace that holds context blocks and resolves them for a set of domains."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from partner_memory.clock import Clock
+from partner_memory.context.block import (
+    BELOW,
+    COMPACT_AT,
+    FULL_AT,
+    INITIAL_SCORE,
+    ContextBlock,
+    Domain,
+    Exposure,
+    Level,
+    Urgency,
+)
+from partner_memory.errors import InvalidInputError
+
+#: R23 activation multipliers by (exposure, level before activation).
+_GAIN = {
+    (Exposure.PRIMARY, Level.FULL): 1.0,
+    (Exposure.PRIMARY, Level.COMPACT): 0.6,
+    (Exposure.PRIMARY, Level.ABSTRACT): 0.6,
+    (Exposure.SECONDARY, Level.FULL): 0.0,
+    (Exposure.SECONDARY, Level.COMPACT): 0.2,
+    (Exposure.SECONDARY, Level.ABSTRACT): 0.1,
+}
+#: R23 ceilings: activation never lifts a block past these from its starting level.
+_CEILING = {
+    (Exposure.PRIMARY, Level.FULL): INITIAL_SCORE,
+    (Exposure.PRIMARY, Level.COMPACT): INITIAL_SCORE,
+    (Exposure.PRIMARY, Level.ABSTRACT): FULL_AT - BELOW,
+    (Exposure.SECONDARY, Level.FULL): INITIAL_SCORE,
+    (Exposure.SECONDARY, Level.COMPACT): FULL_AT - BELOW,
+    (Exposure.SECONDARY, Level.ABSTRACT): COMPACT_AT - BELOW,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """One change of the workspace, for inspecting why context looks as it does."""
+
+    at: int
+    action: str  # registered, replaced, faded, activated, removed, expired
+    name: str
+    source: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedBlock:
+    """A block (or several with one source key, merged) as a resolve exposes it."""
+
+    name: str
+    source: str
+    urgency: Urgency
+    exposure: Exposure
+    score: float
+    snapshot: str
+    history: tuple[str, ...] = ()
+
+
+class ContextWorkspace:
+    """Holds context blocks; thread-safe; time comes from the injected clock."""
+
+    def __init__(self, clock: Clock, *, trace_size: int = 1000) -> None:
+        self._clock = clock
+        self._blocks: list[ContextBlock] = []
+        self._lock = threading.Lock()
+        self._trace: deque[TraceEvent] = deque(maxlen=trace_size)
+
+    def _note(self, action: str, block: ContextBlock, now: int) -> None:
+        self._trace.append(TraceEvent(now, action, block.name, block.source, block.score))
+
+    @property
+    def trace(self) -> list[TraceEvent]:
+        with self._lock:
+            return list(self._trace)
+
+    @property
+    def blocks(self) -> list[ContextBlock]:
+        with self._lock:
+            return list(self._blocks)
+
+    def register(self, block: ContextBlock) -> None:
+        """R22: same-source-key blocks lose their replace-fade; the new one is always added."""
+        now = self._clock()
+        with self._lock:
+            for old in [b for b in self._blocks if b.source_key == block.source_key]:
+                old.score -= old.replace_fade
+                self._note("replaced", old, now)
+                if old.score <= 0:
+                    self._blocks.remove(old)
+                    self._note("removed", old, now)
+            block.touched_at = now
+            self._blocks.append(block)
+            self._note("registered", block, now)
+
+    def expire(self, name: str, source: str) -> int:
+        """Remove every block of a source key; returns how many."""
+        now = self._clock()
+        with self._lock:
+            gone = [b for b in self._blocks if b.source_key == (name, source)]
+            for block in gone:
+                self._blocks.remove(block)
+                self._note("expired", block, now)
+            return len(gone)
+
+    def _decay(self, block: ContextBlock, now: int) -> bool:
+        """Time fade, per elapsed second; False when the block has faded out."""
+        elapsed_s = max(0, now - block.touched_at) / 1000
+        block.touched_at = max(block.touched_at, now)
+        if elapsed_s and block.time_fade_per_minute:
+            block.score -= block.time_fade_per_minute * elapsed_s / 60
+            self._note("faded", block, now)
+        return block.score > 0
+
+    def resolve(self, domains: Sequence[Domain | str]) -> list[ResolvedBlock]:
+        """R23: decay, expose, activate and order the blocks for these domains."""
+        wanted = [Domain(d) for d in domains]
+        if not wanted:
+            raise InvalidInputError("resolve needs at least one domain")
+        weight: dict[Domain, int] = {}
+        for i, domain in enumerate(wanted):
+            weight.setdefault(domain, len(wanted) - i)
+        now = self._clock()
+        chosen: list[tuple[int, ContextBlock, Exposure, str]] = []
+        with self._lock:
+            for block in list(self._blocks):
+                if not self._decay(block, now):
+                    self._blocks.remove(block)
+                    self._note("removed", block, now)
+                    continue
+                shared = block.domains.intersection(wanted)
+                if not shared:
+                    continue
+                exposure = Exposure.PRIMARY if wanted[0] in block.domains else Exposure.SECONDARY
+                before = block.level
+                gain = block.activate * _GAIN[(exposure, before)]
+                if gain:
+                    ceiling = _CEILING[(exposure, before)]
+                    block.score = max(block.score, min(block.score + gain, ceiling))
+                    self._note("activated", block, now)
+                chosen.append(
+                    (sum(weight[d] for d in shared), block, exposure, self._text(block, exposure))
+                )
+        chosen.sort(key=lambda c: (-c[0], -c[1].score, c[1].name, c[1].source))
+        return _merge(chosen)
+
+    @staticmethod
+    def _text(block: ContextBlock, exposure: Exposure) -> str:
+        level = block.level
+        if exposure is Exposure.PRIMARY:
+            return block.rendering(Level.FULL if level is Level.FULL else Level.COMPACT)
+        return block.rendering(Level.ABSTRACT if level is Level.ABSTRACT else Level.COMPACT)
+
+
+def _merge(chosen: list[tuple[int, ContextBlock, Exposure, str]]) -> list[ResolvedBlock]:
+    """Blocks sharing a source key become one, the best-scoring text as the snapshot."""
+    groups: dict[tuple[str, str], list[tuple[ContextBlock, Exposure, str]]] = {}
+    for _, block, exposure, text in chosen:
+        groups.setdefault(block.source_key, []).append((block, exposure, text))
+    resolved = []
+    for (name, source), members in groups.items():
+        best = max(members, key=lambda m: m[0].score)
+        resolved.append(
+            ResolvedBlock(
+                name=name,
+                source=source,
+                urgency=max((m[0].urgency for m in members), key=_URGENCY_ORDER.index),
+                exposure=best[1],
+                score=best[0].score,
+                snapshot=best[2],
+                history=tuple(m[2] for m in members if m is not best),
+            )
+        )
+    return resolved
+
+
+_URGENCY_ORDER = [Urgency.LOW, Urgency.NORMAL, Urgency.HIGH, Urgency.CRITICAL]

@@ -1,0 +1,160 @@
+"""An OpenAI-compatible chat-completions client, and the meter that counts what it costs.
+
+The official SDK does the HTTP, timeouts and bounded retries with backoff;
+this module turns every way a call can fail (timeout, 5xx after retries,
+malformed JSON, an empty answer) into one `LLMError`, so callers fall back
+instead of crashing, and records tokens and latency of each call.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from partner_memory.errors import ConfigurationError, PartnerMemoryError
+
+
+class LLMError(PartnerMemoryError):
+    """A chat completion that failed or returned nothing usable."""
+
+
+@dataclass(frozen=True, slots=True)
+class LLMSettings:
+    """Where the LLM lives. Read from PARTNER_MEMORY_LLM_* only when asked."""
+
+    base_url: str
+    model: str
+    api_key: str = "not-needed"
+    compressor_model: str | None = None
+    timeout_s: float = 60.0
+    max_retries: int = 2
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> LLMSettings | None:
+        """The configured LLM, or None when no base URL is set (the offline default)."""
+        env = os.environ if environ is None else environ
+        base_url = env.get("PARTNER_MEMORY_LLM_BASE_URL", "").strip()
+        if not base_url:
+            return None
+        model = env.get("PARTNER_MEMORY_LLM_MODEL", "").strip()
+        if not model:
+            raise ConfigurationError(
+                "PARTNER_MEMORY_LLM_BASE_URL is set but PARTNER_MEMORY_LLM_MODEL is not"
+            )
+        try:
+            timeout = float(env.get("PARTNER_MEMORY_LLM_TIMEOUT", "60"))
+            retries = int(env.get("PARTNER_MEMORY_LLM_MAX_RETRIES", "2"))
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"bad PARTNER_MEMORY_LLM_TIMEOUT or _MAX_RETRIES: {exc}"
+            ) from None
+        return cls(
+            base_url=base_url,
+            model=model,
+            api_key=env.get("PARTNER_MEMORY_LLM_API_KEY", "").strip() or "not-needed",
+            compressor_model=env.get("PARTNER_MEMORY_LLM_COMPRESSOR_MODEL", "").strip() or None,
+            timeout_s=timeout,
+            max_retries=retries,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+
+
+class UsageMeter:
+    """Adds up the LLM calls of one rolling; shared by the threads that compress in parallel."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.latency_ms = 0.0
+        self.fallbacks: list[str] = []
+
+    def add(self, completion: Completion) -> None:
+        with self._lock:
+            self.calls += 1
+            self.prompt_tokens += completion.prompt_tokens
+            self.completion_tokens += completion.completion_tokens
+            self.latency_ms += completion.latency_ms
+
+    def failed(self, what: str, error: Exception, latency_ms: float) -> None:
+        with self._lock:
+            self.calls += 1
+            self.latency_ms += latency_ms
+            self.fallbacks.append(f"{what}: {error}")
+
+
+class ChatClient:
+    """Chat completions against any OpenAI-compatible endpoint."""
+
+    def __init__(self, settings: LLMSettings) -> None:
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - a core dependency
+            raise ConfigurationError("the openai package is required for LLM calls") from exc
+        self._openai = openai
+        self.settings = settings
+        self._client = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key,
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        model: str | None = None,
+        meter: UsageMeter | None = None,
+        what: str = "llm",
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """One chat completion; raises LLMError (and records it on `meter`) on any failure."""
+        started = time.perf_counter()
+        try:
+            response = self._client.chat.completions.create(
+                model=model or self.settings.model,
+                messages=[dict(m) for m in messages],  # type: ignore[misc]
+                max_tokens=max_tokens,
+            )
+            choices = response.choices
+            text = (choices[0].message.content or "") if choices else ""
+            if not text.strip():
+                raise LLMError("the model returned an empty answer")
+        except (LLMError, self._openai.OpenAIError, ValueError, TypeError, AttributeError) as exc:
+            latency = (time.perf_counter() - started) * 1000
+            error = exc if isinstance(exc, LLMError) else LLMError(_describe(exc))
+            if meter is not None:
+                meter.failed(what, error, latency)
+            raise error from exc
+        latency = (time.perf_counter() - started) * 1000
+        usage = response.usage
+        completion = Completion(
+            text=text.strip(),
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            latency_ms=latency,
+        )
+        if meter is not None:
+            meter.add(completion)
+        return completion
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _describe(exc: Exception) -> str:
+    name = type(exc).__name__
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{name}: {text}"[:300] if text else name

@@ -1,0 +1,43 @@
+"""The numbers of dialog rolling (R13-R19), all configurable; defaults are the reference's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from partner_memory.errors import ConfigurationError
+
+
+@dataclass(frozen=True, slots=True)
+class RollingSettings:
+    #: R13: roll when the trajectory holds at least this many messages...
+    max_messages: int = 72
+    #: ...keeping the newest 1/retain_divisor of them.
+    retain_divisor: int = 6
+    #: R14: an idle rolling fires after this long without interaction (ms)...
+    idle_after_ms: int = 3_600_000
+    #: ...checked this often by the background timer (s; 0 disables the timer).
+    idle_check_interval_s: float = 10.0
+    #: R17: bodies longer than this are compressed for the summariser...
+    compress_threshold: int = 1200
+    #: ...or cut to this many characters...
+    compress_limit: int = 900
+    #: ...moving each cut to a sentence boundary within this many characters.
+    boundary_window: int = 80
+    #: R19: the dialog_history block's replace-fade, time-fade per minute and activation.
+    replace_fade: float = 20.0
+    time_fade_per_minute: float = 5.0
+    activate: float = 10.0
+    #: How many of the newest slices are put back in context when a memory opens.
+    restore_slices: int = 5
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value < 0:
+                raise ConfigurationError(
+                    f"rolling setting {f.name} must not be negative, got {value}"
+                )
+        if self.max_messages < 2:
+            raise ConfigurationError("rolling setting max_messages must be at least 2")
+        if self.compress_limit < 40:
+            raise ConfigurationError("rolling setting compress_limit must be at least 40")

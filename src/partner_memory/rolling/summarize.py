@@ -1,0 +1,160 @@
+"""R18: a summary of the increment, from the LLM, or offline when it cannot be had.
+
+The chain tries each summariser in turn and records why it moved on; the
+reference's placeholder texts are used only when every summariser failed.
+The offline summariser is extractive: it keeps the sentences whose words
+carry the most weight in the increment, segmenting Chinese with jieba-rs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import rjieba
+
+from partner_memory import markers
+from partner_memory.model import Message
+from partner_memory.rolling.llm import ChatClient, LLMError, UsageMeter
+from partner_memory.rolling.prompts import language, summary_messages
+
+EXCEPTION_PLACEHOLDER = "no summary, due to exception"
+EMPTY_PLACEHOLDER = "no summary, due to empty summarize result"
+
+_SENTENCE = re.compile(r"[^。！？!?;；\n]+(?:[。！？!?;；]+|\.(?=\s|$)|$)", re.MULTILINE)
+_WORD = re.compile(r"\w", re.UNICODE)
+_STOPWORDS = frozenset(
+    """a an the and or but if of to in on at for with from by as is are was were be been being
+    i you he she it we they me him her us them my your his its our their this that these those
+    do does did have has had not no so just very really too also then than there here what when
+    where who how why which would could should will can may might must shall im its it's i'm
+    oh ok okay yeah yes hi hey wow thanks thank lol
+    的 了 是 我 你 他 她 它 们 在 和 也 就 都 而 及 与 着 或
+    一个 没有 我们 你们 他们 这 那 吗 呢 吧 啊 呀""".split()
+)
+
+
+class MessageSummarizer(Protocol):
+    """Turns an increment into one paragraph; raises (or returns blank) when it cannot."""
+
+    name: str
+
+    def summarize(self, messages: Sequence[Message], meter: UsageMeter) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    text: str
+    summarizer: str
+
+
+class LLMSummarizer:
+    """One chat completion over the structured task of R18."""
+
+    name = "llm"
+
+    def __init__(self, client: ChatClient, *, max_tokens: int = 400) -> None:
+        self._client = client
+        self._max_tokens = max_tokens
+
+    def summarize(self, messages: Sequence[Message], meter: UsageMeter) -> str:
+        return self._client.complete(
+            summary_messages(messages), meter=meter, what="summarize", max_tokens=self._max_tokens
+        ).text
+
+
+def _speaker(marker: str | None, role: str, lang: str) -> str:
+    if marker is None:
+        return role
+    if marker.startswith(markers.AGENT_MARKER):
+        return "我" if lang == "zh" else "I"
+    name = marker.split("]")[0].lstrip("[")
+    return name.split(":", 1)[-1].strip() or name
+
+
+def _tokens(text: str) -> list[str]:
+    return [
+        t.lower()
+        for t in rjieba.cut(text)
+        if _WORD.search(t) and t.lower() not in _STOPWORDS and not t.isdigit()
+    ]
+
+
+class ExtractiveSummarizer:
+    """Offline summary: the most informative sentences, in order, with who said them."""
+
+    name = "extractive"
+
+    def __init__(self, max_chars: int = 420) -> None:
+        self.max_chars = max_chars
+
+    def summarize(self, messages: Sequence[Message], meter: UsageMeter) -> str:
+        lang = language([m.content for m in messages])
+        sentences: list[tuple[int, str, str, list[str]]] = []
+        speakers: list[str] = []
+        for message in messages:
+            marker, body = markers.split(message.content)
+            speaker = _speaker(marker, message.role, lang)
+            if speaker not in speakers:
+                speakers.append(speaker)
+            for match in _SENTENCE.finditer(body):
+                sentence = match.group().strip()
+                words = _tokens(sentence)
+                if words:
+                    sentences.append((len(sentences), speaker, sentence, words))
+        if not sentences:
+            return ""
+        frequency = Counter(w for *_, words in sentences for w in set(words))
+        top = max(frequency.values())
+
+        def score(item: tuple[int, str, str, list[str]]) -> float:
+            words = set(item[3])
+            return sum(frequency[w] / top for w in words) / math.sqrt(len(item[3]) + 1)
+
+        budget = self.max_chars
+        chosen: list[tuple[int, str, str, list[str]]] = []
+        for item in sorted(sentences, key=score, reverse=True):
+            cost = len(item[2]) + len(item[1]) + 2
+            if cost <= budget or not chosen:
+                chosen.append(item)
+                budget -= cost
+        chosen.sort(key=lambda item: item[0])
+        others = [s for s in speakers if s not in ("I", "我")]
+        if lang == "zh":
+            head = f"我和{'、'.join(others)}的对话：" if others else "我的记录："
+            return (
+                head + "；".join(f"{s}：{text.rstrip('。；;')}" for _, s, text, _ in chosen) + "。"
+            )
+        head = f"I talked with {', '.join(others)}: " if others else "My notes: "
+        return head + " ".join(f"{s}: {text}" for _, s, text, _ in chosen)
+
+
+class SummarizerChain:
+    """Tries summarisers in order; each failure is recorded on the meter as a fallback."""
+
+    def __init__(self, summarizers: Sequence[MessageSummarizer]) -> None:
+        self._summarizers = list(summarizers)
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self._summarizers]
+
+    def summarize(self, messages: Sequence[Message], meter: UsageMeter) -> Summary:
+        placeholder = EMPTY_PLACEHOLDER
+        for summarizer in self._summarizers:
+            try:
+                text = summarizer.summarize(messages, meter).strip()
+            except (LLMError, Exception) as exc:  # a summariser must never stop rolling
+                if not isinstance(exc, LLMError):
+                    meter.fallbacks.append(f"{summarizer.name}: {type(exc).__name__}: {exc}")
+                placeholder = EXCEPTION_PLACEHOLDER
+                continue
+            if text:
+                return Summary(text, summarizer.name)
+            meter.fallbacks.append(f"{summarizer.name}: empty summary")
+            placeholder = EMPTY_PLACEHOLDER
+        return Summary(placeholder, "placeholder")

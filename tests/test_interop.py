@@ -127,6 +127,24 @@ def test_round_trip_reproduces_json(store: MemoryStore, tmp_path: Path) -> None:
     assert read_tree(out) == read_tree(EXAMPLE)
 
 
+def test_cognition_window_adopts_the_units_ids(store: MemoryStore, tmp_path: Path) -> None:
+    """The window's repeat of the unit's newest message is the same message, not a copy."""
+    from partner_memory.memory import PartnerMemory
+
+    report = import_partner_state(store, EXAMPLE, namespace="agent")
+    assert report.trajectory_replaced == 2
+    core = MemoryCore(store, "agent")
+    unit_id = core.memory_session_id
+    window = store.load_trajectory("agent").messages
+    assert window[0].id == core.read_messages(unit_id)[2].id
+    assert not import_partner_state(store, EXAMPLE, namespace="agent").changed
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        result = memory.roll_now()
+    assert result is not None
+    assert [m.content for m in result.increment_messages] == [window[1].content]
+    assert core.get_unit_info(unit_id).message_count == 4
+
+
 def test_import_extends_a_unit_the_reference_kept_writing(
     store: MemoryStore, tmp_path: Path
 ) -> None:
@@ -277,3 +295,13 @@ def test_export_refuses_a_file_target(store: MemoryStore, tmp_path: Path) -> Non
     target.write_text("x")
     with pytest.raises(InvalidInputError, match="not a directory"):
         export_partner_state(MemoryCore(store, "agent"), target)
+
+
+def test_bad_cognition_file_is_named_and_nothing_stored(store: MemoryStore, tmp_path: Path) -> None:
+    state = shutil.copytree(EXAMPLE, tmp_path / "state")
+    (state / "core" / "cognition.json").write_text('{"chat_messages": {"role": "user"}}', "utf-8")
+    with pytest.raises(
+        InvalidInputError, match=r"core/cognition\.json: field 'chat_messages' must be list"
+    ):
+        import_partner_state(store, state, namespace="ns")
+    assert store.get_namespace("ns") is None

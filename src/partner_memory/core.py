@@ -93,11 +93,17 @@ class MemoryCore:
         return session_id
 
     def update_memory_unit(
-        self, messages: Iterable[Message], summary: str, *, summarizer: str | None = None
+        self,
+        messages: Iterable[Message],
+        summary: str,
+        *,
+        summarizer: str | None = None,
+        timestamp: int | None = None,
     ) -> UnitUpdate:
         """R5: append `messages` to the current session's unit with a slice summarising them.
 
-        `summarizer` records which summariser wrote `summary`.
+        `summarizer` records which summariser wrote `summary`; `timestamp` (ms)
+        overrides "now", for replays that carry their own time.
         """
         batch = list(messages)
         for i, message in enumerate(batch):
@@ -112,7 +118,7 @@ class MemoryCore:
                 batch,
                 summary,
                 slice_id=new_id(),
-                timestamp=self._clock(),
+                timestamp=self._clock() if timestamp is None else timestamp,
                 summarizer=summarizer,
             )
 

@@ -16,7 +16,12 @@ from typing import Any
 
 from partner_memory.core import MemoryCore
 from partner_memory.errors import InvalidInputError
-from partner_memory.interop.partner_state import CORE_FILE, UNIT_DIR, unit_file_name
+from partner_memory.interop.partner_state import (
+    COGNITION_FILE,
+    CORE_FILE,
+    UNIT_DIR,
+    unit_file_name,
+)
 from partner_memory.model import MemoryUnit
 
 
@@ -87,6 +92,11 @@ def export_partner_state(core: MemoryCore, out_dir: str | Path) -> ExportReport:
             messages += len(unit.conversation_messages)
             slices += len(unit.slices)
             _write_json(root / UNIT_DIR / name, unit_document(unit))
+        window = core.store.load_trajectory(core.namespace).messages
+        _write_json(
+            root / COGNITION_FILE,
+            {"chat_messages": [{"role": m.role, "content": m.content} for m in window]},
+        )
         _write_json(
             root / CORE_FILE,
             {"memory_session_id": core.memory_session_id, "memory_unit_uuid_set": unit_ids},

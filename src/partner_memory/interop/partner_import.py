@@ -8,14 +8,15 @@ nothing. A stored unit that disagrees with the file is a conflict.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import ConflictError
-from partner_memory.interop.partner_state import read_partner_state
-from partner_memory.model import MemoryUnit, check_namespace
+from partner_memory.interop.partner_state import PartnerState, read_partner_state
+from partner_memory.model import MemoryUnit, Message, check_namespace
+from partner_memory.rolling.increment import by_content, resolve_increment
 from partner_memory.store.base import MemoryStore, UnitWrite
 
 
@@ -28,12 +29,19 @@ class ImportReport:
     units_unchanged: int = 0
     messages_added: int = 0
     slices_added: int = 0
+    #: Messages of the imported trajectory (core/cognition.json); None when absent or unchanged.
+    trajectory_replaced: int | None = None
     skipped: list[str] = field(default_factory=list)
     normalised: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.units_created or self.units_extended or self.messages_added)
+        return bool(
+            self.units_created
+            or self.units_extended
+            or self.messages_added
+            or self.trajectory_replaced is not None
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +52,7 @@ class ImportReport:
             "units_unchanged": self.units_unchanged,
             "messages_added": self.messages_added,
             "slices_added": self.slices_added,
+            "trajectory_replaced": self.trajectory_replaced,
             "skipped": self.skipped,
             "normalised": self.normalised,
         }
@@ -107,7 +116,41 @@ def import_partner_state(
             report.units_extended += 1
         report.messages_added += len(write.messages)
         report.slices_added += len(write.slices)
+    trajectory = _plan_trajectory(store, namespace, state)
+    if trajectory is not None:
+        report.trajectory_replaced = len(trajectory)
     current = store.get_namespace(namespace)
-    if writes or current is None or current.memory_session_id != state.memory_session_id:
-        store.write_units(namespace, state.memory_session_id, writes)
+    if (
+        writes
+        or trajectory is not None
+        or current is None
+        or current.memory_session_id != state.memory_session_id
+    ):
+        store.write_units(namespace, state.memory_session_id, writes, trajectory=trajectory)
     return report
+
+
+def _plan_trajectory(
+    store: MemoryStore, namespace: str, state: PartnerState
+) -> list[Message] | None:
+    """The window to store, or None when the file is absent or the stored one is the same.
+
+    The reference's window repeats the newest messages of the current unit
+    (what a rolling kept); matching them by content, the reference's rule,
+    gives them the unit's message ids, so the next rolling does not store
+    them twice.
+    """
+    if state.chat_messages is None:
+        return None
+    current = next((u for u in state.units if u.id == state.memory_session_id), None)
+    unit_messages = current.conversation_messages if current is not None else ()
+    chat = state.chat_messages
+    matched = len(chat) - len(resolve_increment(unit_messages, chat, key=by_content))
+    tail = unit_messages[len(unit_messages) - matched :] if matched else ()
+    window = [replace(c, id=u.id) for c, u in zip(chat[:matched], tail, strict=True)]
+    window += chat[matched:]
+    if store.get_namespace(namespace) is not None:
+        held = store.load_trajectory(namespace).messages
+        if [(m.id, m.role, m.content) for m in held] == [(m.id, m.role, m.content) for m in window]:
+            return None
+    return window

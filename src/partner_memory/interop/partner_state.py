@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from partner_memory.model import ROLES, MemorySlice, MemoryUnit, Message
 from partner_memory.normalize import RawSlice, normalize_slice, normalize_unit_timestamp
 
 CORE_FILE = Path("core") / "memory.json"
+COGNITION_FILE = Path("core") / "cognition.json"
 UNIT_DIR = Path("core") / "memory"
 SLICE_FIELDS = ("id", "start_index", "end_index", "summary", "created_timestamp")
 _ID_NAMESPACE = uuid.UUID("6f1c1b0e-4a8e-4d55-9a43-2f6f0c6d9b21")
@@ -46,6 +47,8 @@ class PartnerState:
 
     memory_session_id: str
     units: list[MemoryUnit]
+    #: The trajectory from core/cognition.json, None when the file is absent.
+    chat_messages: list[Message] | None = None
     skipped: list[str] = field(default_factory=list)
     normalised: list[str] = field(default_factory=list)
 
@@ -103,13 +106,13 @@ class _UnitReader:
             slices=tuple(slices),
         )
 
-    def _messages(self, raw: Any) -> list[Message]:
+    def _messages(self, raw: Any, field_name: str = "conversation_messages") -> list[Message]:
         if raw is None:
             return []
-        _expect(raw, list, f"{self.label}: field 'conversation_messages'")
+        _expect(raw, list, f"{self.label}: field '{field_name}'")
         messages: list[Message] = []
         for i, item in enumerate(raw):
-            where = f"{self.label}: conversation_messages[{i}]"
+            where = f"{self.label}: {field_name}[{i}]"
             if item is None or (
                 isinstance(item, dict) and (item.get("role") is None or item.get("content") is None)
             ):
@@ -203,4 +206,11 @@ def read_partner_state(state_dir: str | Path, *, namespace: str, now: int) -> Pa
         state.units.append(reader.read(_load_json(root / UNIT_DIR / name, label)))
         state.skipped.extend(reader.skipped)
         state.normalised.extend(reader.normalised)
+    if (root / COGNITION_FILE).exists():
+        cognition = _load_json(root / COGNITION_FILE, str(COGNITION_FILE))
+        _expect(cognition, dict, str(COGNITION_FILE))
+        reader = _UnitReader(namespace, "cognition", str(COGNITION_FILE), now)
+        chat = reader._messages(cognition.get("chat_messages"), "chat_messages")
+        state.skipped.extend(reader.skipped)
+        return replace(state, chat_messages=chat)
     return state

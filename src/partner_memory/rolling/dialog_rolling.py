@@ -97,28 +97,50 @@ class DialogRolling:
             return self.trigger(idle=False)
         return None
 
-    def check_idle(self) -> Future[RollingResult | None] | None:
-        """R14: the idle trigger; fires once per quiet period."""
+    def idle_due(self) -> bool:
+        """R14: more than the idle time since the last interaction, not yet rolled for it."""
         last = self._trajectory.last_interaction
         if last is None or last == self._idle_rolled_for or len(self._trajectory) <= 1:
-            return None
-        if self._clock() - last <= self.settings.idle_after_ms:
-            return None
-        return self.trigger(idle=True)
+            return False
+        return self._clock() - last > self.settings.idle_after_ms
+
+    def check_idle(self) -> Future[RollingResult | None] | None:
+        """R14: the idle trigger; fires once per quiet period."""
+        return self.trigger(idle=True) if self.idle_due() else None
 
     def trigger(self, *, idle: bool) -> Future[RollingResult | None] | None:
-        """Start a rolling in the background, or return None if one is running (R15)."""
+        """Start a rolling in the background, or return None if one is running (R15).
+
+        The snapshot and the rolling's time are taken here, in the caller's
+        thread, so what a rolling covers does not depend on thread scheduling.
+        """
         if not self._running.acquire(blocking=False):
             return None
         try:
-            return self._executor.submit(self._guarded, idle)
+            return self._executor.submit(self._guarded, self._moment(idle), idle)
         except RuntimeError:  # shut down
             self._running.release()
             return None
 
-    def _guarded(self, idle: bool) -> RollingResult | None:
+    def _moment(self, idle: bool) -> tuple[tuple[Message, ...], int | None, int]:
+        """(snapshot, last interaction, slice time) at the moment a rolling is triggered.
+
+        An idle rolling is dated when the idle timer would have fired: an hour
+        after the last interaction (or now, if sooner), so a replayed slice keeps
+        its conversation's date rather than the next conversation's.
+        """
+        snapshot = self._trajectory.snapshot()
+        last = self._trajectory.last_interaction
+        now = self._clock()
+        if idle and last is not None:
+            now = min(now, last + self.settings.idle_after_ms + 1)
+        return snapshot, last, now
+
+    def _guarded(
+        self, moment: tuple[tuple[Message, ...], int | None, int], idle: bool
+    ) -> RollingResult | None:
         try:
-            return self._roll(idle)
+            return self._roll(moment, idle)
         except BaseException as exc:
             log.exception("rolling failed")
             self.errors.append(exc)
@@ -129,7 +151,7 @@ class DialogRolling:
     def roll_now(self, *, idle: bool = False) -> RollingResult | None:
         """Roll in the caller's thread, after any rolling in flight has finished."""
         with self._running:
-            return self._roll(idle)
+            return self._roll(self._moment(idle), idle)
 
     def wait(self) -> None:
         """Return once no rolling is in flight."""
@@ -157,11 +179,11 @@ class DialogRolling:
         )
         return [m for m in increment if m.id not in stored]
 
-    def _roll(self, idle: bool) -> RollingResult | None:
-        started_at = self._clock()
+    def _roll(
+        self, moment: tuple[tuple[Message, ...], int | None, int], idle: bool
+    ) -> RollingResult | None:
+        snapshot, last_interaction, started_at = moment
         began = time.perf_counter()
-        snapshot = self._trajectory.snapshot()
-        last_interaction = self._trajectory.last_interaction
         if len(snapshot) <= 1:
             return None
         divisor = None if idle else self.settings.retain_divisor
@@ -177,7 +199,7 @@ class DialogRolling:
         summary = self._summarizer.summarize(compressed, meter)
         resumed = time.perf_counter()
         update = self._core.update_memory_unit(
-            increment, summary.text, summarizer=summary.summarizer
+            increment, summary.text, summarizer=summary.summarizer, timestamp=started_at
         )
         self._workspace.register(dialog_history_block(update.unit.id, update.slice, self.settings))
         self._trajectory.roll_with_snapshot(snapshot, divisor)

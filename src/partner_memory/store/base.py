@@ -73,8 +73,16 @@ class MemoryStore(Protocol):
         """R5 in one transaction: get-or-create the current session's unit and extend it."""
         ...
 
-    def write_units(self, namespace: str, session_id: str, units: Sequence[UnitWrite]) -> None:
-        """Create or extend many units and set the session, all or nothing."""
+    def write_units(
+        self,
+        namespace: str,
+        session_id: str,
+        units: Sequence[UnitWrite],
+        *,
+        trajectory: Sequence[Message] | None = None,
+    ) -> None:
+        """Create or extend many units, set the session and (if given) replace the
+        trajectory, all or nothing."""
         ...
 
     def get_unit(self, namespace: str, unit_id: str) -> UnitInfo | None: ...

@@ -181,7 +181,14 @@ class SqlStore(PipelineSql):
         )
         return UnitUpdate(unit=info, slice=memory_slice)
 
-    def write_units(self, namespace: str, session_id: str, units: Sequence[UnitWrite]) -> None:
+    def write_units(
+        self,
+        namespace: str,
+        session_id: str,
+        units: Sequence[UnitWrite],
+        *,
+        trajectory: Sequence[Message] | None = None,
+    ) -> None:
         with self._transaction(write=True) as cur:
             self._run(
                 cur,
@@ -197,6 +204,9 @@ class SqlStore(PipelineSql):
             )
             for write in units:
                 self._write_unit(cur, namespace, namespace_id, write)
+            if trajectory is not None:
+                self._run(cur, "DELETE FROM trajectory WHERE namespace_id = ?", (namespace_id,))
+                self._insert_trajectory(cur, namespace_id, trajectory)
 
     def _write_unit(self, cur: Cursor, namespace: str, namespace_id: int, write: UnitWrite) -> None:
         row = self._run(

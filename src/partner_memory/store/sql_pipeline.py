@@ -17,6 +17,7 @@ from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
     ROWS_PER_INSERT,
     SLICE_COLUMNS,
+    Cursor,
     SqlBase,
     message_from_row,
     message_params,
@@ -54,23 +55,28 @@ class PipelineSql(SqlBase):
     ) -> None:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace, lock=True)
-            for start in range(0, len(messages), ROWS_PER_INSERT):
-                chunk = messages[start : start + ROWS_PER_INSERT]
-                params: list[Any] = []
-                for message in chunk:
-                    params += (namespace_id, *message_params(message))
-                self._run(
-                    cur,
-                    f"INSERT INTO trajectory (namespace_id, {MESSAGE_COLUMNS}) VALUES "
-                    + values_clause(len(chunk), 6),
-                    params,
-                )
+            self._insert_trajectory(cur, namespace_id, messages)
             if last_interaction is not None:
                 self._run(
                     cur,
                     "UPDATE namespaces SET last_interaction = ? WHERE id = ?",
                     (last_interaction, namespace_id),
                 )
+
+    def _insert_trajectory(
+        self, cur: Cursor, namespace_id: int, messages: Sequence[Message]
+    ) -> None:
+        for start in range(0, len(messages), ROWS_PER_INSERT):
+            chunk = messages[start : start + ROWS_PER_INSERT]
+            params: list[Any] = []
+            for message in chunk:
+                params += (namespace_id, *message_params(message))
+            self._run(
+                cur,
+                f"INSERT INTO trajectory (namespace_id, {MESSAGE_COLUMNS}) VALUES "
+                + values_clause(len(chunk), 6),
+                params,
+            )
 
     def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None:
         with self._transaction(write=True) as cur:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Literal
 
@@ -50,6 +50,9 @@ class SQLiteStore(SqlStore):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
+        # Writers of this process queue here instead of in SQLite's busy handler,
+        # whose sleep-and-retry starves a writer that competes with a busy one.
+        self._write_lock = threading.Lock()
         self._closed = False
         try:
             self.migrate()
@@ -96,7 +99,7 @@ class SQLiteStore(SqlStore):
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Cursor]:
         conn = self._connection()
-        with self._translated():
+        with self._write_lock if write else nullcontext(), self._translated():
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield conn.cursor()

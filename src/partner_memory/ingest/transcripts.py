@@ -1,0 +1,162 @@
+"""Transcript readers: JSON Lines of messages, and the LoCoMo conversation format.
+
+Every message gets a stable id (given, or derived from the file and its
+position), so replaying a transcript again - after a crash, say - can skip
+what is already stored instead of storing it twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from partner_memory import markers
+from partner_memory.errors import InvalidInputError
+from partner_memory.model import ROLES, Message
+
+Format = Literal["auto", "jsonl", "locomo"]
+_ID_NAMESPACE = uuid.UUID("3b0b7a52-37a4-4bd6-9f0e-1d6f4f3c2a10")
+_SESSION = re.compile(r"^session_(\d+)$")
+#: Turns of one LoCoMo session are this far apart, so they keep their session's date.
+LOCOMO_TURN_GAP_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    name: str
+    format: str
+    messages: list[Message]
+
+
+def _derived(name: str, key: str) -> str:
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{name}\x1f{key}"))
+
+
+def _timestamp(value: Any, where: str) -> int | None:
+    """Milliseconds from an int (ms), a float (s) or an ISO date-time string (UTC if naive)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidInputError(f"{where}: timestamp must be a number or ISO date-time")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value * 1000)
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidInputError(f"{where}: timestamp {value!r} is not ISO 8601") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return int(moment.timestamp() * 1000)
+    raise InvalidInputError(f"{where}: timestamp must be a number or ISO date-time")
+
+
+def read_jsonl(path: Path) -> Transcript:
+    """One JSON object per line: role, content, and optionally timestamp, id, metadata."""
+    messages: list[Message] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path.name} line {number}"
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"{where}: invalid JSON: {exc.msg}") from None
+            if not isinstance(item, dict):
+                raise InvalidInputError(f"{where}: expected a JSON object")
+            role = item.get("role")
+            if role not in ROLES:
+                raise InvalidInputError(
+                    f"{where}: role must be one of {', '.join(sorted(ROLES))}, got {role!r}"
+                )
+            if "content" not in item:
+                raise InvalidInputError(f"{where}: field 'content' is missing")
+            try:
+                messages.append(
+                    Message(
+                        role=role,
+                        content=item["content"],
+                        id=str(item.get("id") or _derived(path.name, str(number))),
+                        timestamp=_timestamp(item.get("timestamp"), where),
+                        metadata=item.get("metadata") or {},
+                    )
+                )
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{where}: {exc}") from None
+    return Transcript(path.name, "jsonl", messages)
+
+
+def parse_locomo_date(text: str) -> int:
+    """`1:56 pm on 8 May, 2023` as ms since the epoch (UTC)."""
+    try:
+        moment = datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+    except ValueError:
+        raise InvalidInputError(
+            f"LoCoMo session date {text!r} is not like '1:56 pm on 8 May, 2023'"
+        ) from None
+    return int(moment.replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def read_locomo(path: Path, data: dict[str, Any] | None = None) -> Transcript:
+    """Each turn a message: speaker A as user, B as assistant; speaker and dia_id in metadata."""
+    if data is None:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    conversation = data.get("conversation", data)
+    try:
+        speaker_a = conversation["speaker_a"]
+        conversation["speaker_b"]
+    except KeyError as exc:
+        raise InvalidInputError(f"{path.name}: LoCoMo file lacks {exc.args[0]!r}") from None
+    sessions = sorted((int(m.group(1)), key) for key in conversation if (m := _SESSION.match(key)))
+    messages: list[Message] = []
+    for number, key in sessions:
+        date_key = f"{key}_date_time"
+        if date_key not in conversation:
+            raise InvalidInputError(f"{path.name}: {key} has no {date_key}")
+        start = parse_locomo_date(conversation[date_key])
+        for i, turn in enumerate(conversation[key]):
+            where = f"{path.name}: {key}[{i}]"
+            if not isinstance(turn, dict) or "text" not in turn or "speaker" not in turn:
+                raise InvalidInputError(f"{where}: a turn needs speaker and text")
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text = f"{text}\n[shares an image: {turn['blip_caption']}]"
+            dia_id = str(turn.get("dia_id") or f"D{number}:{i + 1}")
+            messages.append(
+                Message(
+                    role="user" if turn["speaker"] == speaker_a else "assistant",
+                    content=markers.compose(f"[{turn['speaker']}]", text),
+                    id=_derived(path.name, dia_id),
+                    timestamp=start + i * LOCOMO_TURN_GAP_MS,
+                    metadata={"speaker": turn["speaker"], "dia_id": dia_id, "session": number},
+                )
+            )
+    return Transcript(path.name, "locomo", messages)
+
+
+def read_transcript(path: str | Path, fmt: Format = "auto") -> Transcript:
+    """Read a transcript; `auto` takes `.jsonl` as JSON Lines and a JSON object as LoCoMo."""
+    file = Path(path)
+    if not file.is_file():
+        raise InvalidInputError(f"transcript {file} does not exist or is not a file")
+    if fmt == "jsonl" or (fmt == "auto" and file.suffix in (".jsonl", ".ndjson")):
+        return read_jsonl(file)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        if fmt == "auto":
+            return read_jsonl(file)
+        raise InvalidInputError(
+            f"{file.name}: invalid JSON at line {exc.lineno}: {exc.msg}"
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{file.name}: expected a LoCoMo conversation object")
+    return read_locomo(file, data)

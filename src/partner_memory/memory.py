@@ -57,12 +57,13 @@ class PartnerMemory:
         idle_timer: bool = True,
         restore_context: bool = True,
         owns_store: bool = False,
+        create: bool = True,
     ) -> None:
         self.settings = settings or RollingSettings()
         self._store = store
         self._owns_store = owns_store
         self._clock = clock
-        self.core = MemoryCore(store, namespace, clock=clock)
+        self.core = MemoryCore(store, namespace, clock=clock, create=create)
         self.trajectory = Trajectory(store, self.core.namespace, clock=clock)
         self.workspace = ContextWorkspace(clock)
         self.after_rolling = AfterRollingRegistry()

@@ -1,5 +1,8 @@
 """The `partner-memory` command line: thin commands over the library."""
 
+from partner_memory.cli import memory_commands
 from partner_memory.cli.app import app, main
+
+del memory_commands  # imported for the commands it registers on `app`
 
 __all__ = ["app", "main"]

@@ -48,7 +48,7 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables
 
 
 @contextmanager
-def _store(db: str, *, create: bool) -> Iterator[MemoryStore]:
+def opened_store(db: str, *, create: bool) -> Iterator[MemoryStore]:
     store = open_store(db, create=create, busy_timeout=StoreSettings.from_env().busy_timeout)
     try:
         yield store
@@ -59,7 +59,7 @@ def _store(db: str, *, create: bool) -> Iterator[MemoryStore]:
 @contextmanager
 def _core(db: str, namespace: str) -> Iterator[MemoryCore]:
     """An existing namespace for reading; reads never create anything."""
-    with _store(db, create=False) as store:
+    with opened_store(db, create=False) as store:
         yield MemoryCore(store, namespace, create=False)
 
 
@@ -172,7 +172,7 @@ def session(
 @app.command()
 def namespaces(db: Db = DEFAULT_DATABASE, as_json: Json = False) -> None:
     """List namespaces with their session and unit count."""
-    with reported(), _store(db, create=False) as store:
+    with reported(), opened_store(db, create=False) as store:
         found = store.list_namespaces()
         if as_json:
             render.print_json([n.to_dict() for n in found])
@@ -188,7 +188,7 @@ def import_partner(
     as_json: Json = False,
 ) -> None:
     """Import a reference state directory (all or nothing; importing twice changes nothing)."""
-    with reported(), _store(db, create=True) as store:
+    with reported(), opened_store(db, create=True) as store:
         report = import_partner_state(store, state_dir, namespace=namespace)
         if as_json:
             render.print_json(report.to_dict())

@@ -113,7 +113,8 @@ class ExtractiveSummarizer:
 
         def score(item: tuple[int, str, str, list[str]]) -> float:
             words = set(item[3])
-            return sum(frequency[w] / top for w in words) / math.sqrt(len(item[3]) + 1)
+            weight = sum(frequency[w] / top for w in words) / math.sqrt(len(item[3]) + 1)
+            return weight * min(1.0, len(item[3]) / 4)  # "Ha, ha!" says little
 
         budget = self.max_chars
         chosen: list[tuple[int, str, str, list[str]]] = []

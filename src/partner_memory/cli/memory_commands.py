@@ -1,0 +1,215 @@
+"""Commands over the pipeline: ingest a transcript, print context, show LLM cost, chat."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from partner_memory import markers
+from partner_memory.cli import render
+from partner_memory.cli.app import Db, Json, Namespace, app, opened_store
+from partner_memory.cli.errors import reported
+from partner_memory.context import Domain
+from partner_memory.errors import ConfigurationError
+from partner_memory.ingest import ReplayClock, ingest, read_transcript
+from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
+from partner_memory.rolling import ChatClient, LLMSettings
+from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
+
+CHAT_SYSTEM = (
+    "You are a companion agent with a long-term memory. The <context> below holds what you"
+    " remember of earlier conversations (dialog_history). Answer the user's latest message"
+    " directly and naturally. If you decide not to answer, reply exactly NO_REPLY, optionally"
+    " followed by a newline and a private note."
+)
+
+
+@app.command("ingest")
+def ingest_command(
+    transcript: Annotated[Path, typer.Argument(help="JSON Lines of messages, or a LoCoMo file.")],
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    fmt: Annotated[
+        str, typer.Option("--format", help="auto, jsonl or locomo.", show_default=True)
+    ] = "auto",
+    flush: Annotated[
+        bool, typer.Option("--flush/--no-flush", help="Roll what is left at the end.")
+    ] = True,
+    as_json: Json = False,
+) -> None:
+    """Replay a transcript through rolling with its own timestamps, then summarise."""
+    if fmt not in ("auto", "jsonl", "locomo"):
+        raise typer.BadParameter("must be auto, jsonl or locomo", param_hint="--format")
+    with reported(), opened_store(db, create=True) as store:
+        parsed = read_transcript(transcript, fmt)  # type: ignore[arg-type]
+        clock = ReplayClock()
+        memory = PartnerMemory(
+            store, namespace, llm=LLMSettings.from_env(), clock=clock, idle_timer=False
+        )
+        try:
+            quiet = as_json or not sys.stderr.isatty()
+            with Progress(
+                TextColumn("[bold]ingest[/] {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                disable=quiet,
+            ) as bar:
+                task = bar.add_task(parsed.name, total=len(parsed.messages))
+                report = ingest(
+                    memory, parsed, clock, flush=flush, progress=lambda n: bar.advance(task, n)
+                )
+        finally:
+            memory.close()
+        if as_json:
+            render.print_json(report.to_dict())
+            return
+        totals = report.totals
+        table = Table(title=f"ingested {parsed.name} into {namespace!r}", title_justify="left")
+        table.add_column("what")
+        table.add_column("value", justify="right")
+        rows = [
+            ("messages in transcript", f"{report.messages:,}"),
+            ("recorded / already stored", f"{report.recorded:,} / {report.skipped:,}"),
+            ("units / slices in namespace", f"{report.units:,} / {report.slices:,}"),
+            ("rollings", f"{totals.rollings:,}"),
+            ("summariser", ", ".join(f"{k} x{v}" for k, v in totals.by_summarizer.items()) or "-"),
+            (
+                "LLM calls / tokens in / out",
+                f"{totals.llm_calls} / {totals.prompt_tokens:,} / {totals.completion_tokens:,}",
+            ),
+            ("time", f"{report.seconds:.2f} s ({report.messages_per_second:,.0f} messages/s)"),
+        ]
+        for what, value in rows:
+            table.add_row(what, value)
+        render.console.print(table)
+
+
+def _domains(values: list[str] | None) -> list[Domain]:
+    if not values:
+        return list(DEFAULT_DOMAINS)
+    try:
+        return [Domain(v.upper()) for v in values]
+    except ValueError:
+        known = ", ".join(d.value for d in Domain)
+        raise typer.BadParameter(f"domains are {known}", param_hint="--domain") from None
+
+
+@app.command()
+def context(
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    domain: Annotated[
+        list[str] | None,
+        typer.Option(help="Domain to resolve for, primary first; repeatable.", show_default=False),
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Print the resolved context (dialog_history of the newest slices) as XML."""
+    domains = _domains(domain)
+    with reported(), opened_store(db, create=False) as store:
+        memory = PartnerMemory(store, namespace, idle_timer=False, create=False)
+        try:
+            if as_json:
+                render.print_json(
+                    [
+                        {
+                            "name": b.name,
+                            "source": b.source,
+                            "urgency": b.urgency.value,
+                            "exposure": b.exposure.value,
+                            "score": round(b.score, 3),
+                            "snapshot": b.snapshot,
+                            "history": list(b.history),
+                        }
+                        for b in memory.context(domains)
+                    ]
+                )
+            else:
+                print(memory.context_xml(domains))
+        finally:
+            memory.close()
+
+
+@app.command()
+def stats(
+    db: Db = DEFAULT_DATABASE, namespace: Namespace = DEFAULT_NAMESPACE, as_json: Json = False
+) -> None:
+    """Totals over every rolling: messages, summarisers, LLM calls, tokens and time."""
+    with reported(), opened_store(db, create=False) as store:
+        info = store.get_namespace(namespace)
+        if info is None:
+            from partner_memory.errors import NotFoundError
+
+            raise NotFoundError(f"namespace {namespace!r} not found")
+        totals = store.rolling_totals(namespace)
+        if as_json:
+            render.print_json({"namespace": namespace, "units": info.unit_count} | totals.to_dict())
+            return
+        table = Table(title=f"rollings of {namespace!r}", title_justify="left")
+        table.add_column("what")
+        table.add_column("value", justify="right")
+        table.add_row("units", f"{info.unit_count:,}")
+        table.add_row("rollings", f"{totals.rollings:,}")
+        table.add_row("messages rolled", f"{totals.messages:,}")
+        for name, count in totals.by_summarizer.items():
+            table.add_row(f"summaries by {name}", f"{count:,}")
+        table.add_row("LLM calls", f"{totals.llm_calls:,}")
+        table.add_row("tokens in / out", f"{totals.prompt_tokens:,} / {totals.completion_tokens:,}")
+        table.add_row("LLM time", f"{totals.llm_ms / 1000:.2f} s")
+        table.add_row("pipeline time (without LLM)", f"{totals.pipeline_ms / 1000:.3f} s")
+        render.console.print(table)
+
+
+@app.command()
+def chat(
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    source: Annotated[str, typer.Option(help="Who is talking, as the marker shows it.")] = "USER",
+) -> None:
+    """Talk with the configured LLM; every reply is remembered. Reads stdin when piped."""
+    with reported():
+        settings = LLMSettings.from_env()
+        if settings is None:
+            raise ConfigurationError(
+                "chat needs an LLM: set PARTNER_MEMORY_LLM_BASE_URL and PARTNER_MEMORY_LLM_MODEL"
+            )
+        with opened_store(db, create=True) as store:
+            memory = PartnerMemory(store, namespace, llm=settings)
+            client = ChatClient(settings)
+            interactive = sys.stdin.isatty()
+            try:
+                while True:
+                    if interactive:
+                        render.console.print("[bold cyan]you>[/] ", end="")
+                    line = sys.stdin.readline()
+                    if not line or line.strip() in ("/exit", "/quit"):
+                        break
+                    text = line.rstrip("\n")
+                    if not text.strip():
+                        continue
+                    system = f"{CHAT_SYSTEM}\n\n<context>\n{memory.context_xml()}\n</context>"
+                    prompt = [
+                        {"role": "system", "content": system},
+                        *(
+                            {"role": m.role, "content": m.content}
+                            for m in memory.trajectory.snapshot()
+                        ),
+                        {"role": "user", "content": markers.user_text(source, text)},
+                    ]
+                    answer = client.complete(prompt).text
+                    turn = memory.record_turn(text, answer, source=source)
+                    if turn.replied:
+                        render.console.print(
+                            f"[bold green]agent>[/] {answer}" if interactive else answer
+                        )
+            finally:
+                client.close()
+                memory.close()

@@ -1,0 +1,89 @@
+"""The pipeline commands: ingest, context, stats and chat, through typer's test runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from partner_memory.cli import app
+
+ROOT = Path(__file__).parent.parent
+SAMPLE = ROOT / "examples" / "conversation.jsonl"
+runner = CliRunner()
+
+
+def run(*args: str, code: int = 0, stdin: str | None = None) -> str:
+    result = runner.invoke(app, list(args), input=stdin)
+    assert result.exit_code == code, (result.exit_code, result.output)
+    return result.output
+
+
+def test_ingest_sample_then_inspect(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    report = json.loads(run("ingest", str(SAMPLE), "--db", db, "--json"))
+    assert report["recorded"] == report["messages"] > 0
+    assert report["units"] == 2  # two conversations, days apart
+    assert report["rollings"]["by_summarizer"] == {"extractive": report["rollings"]["rollings"]}
+    again = json.loads(run("ingest", str(SAMPLE), "--db", db, "--json"))
+    assert (again["recorded"], again["skipped"]) == (0, report["messages"])
+    table = run("ingest", str(SAMPLE), "--db", db)
+    assert "messages/s" in table
+    assert json.loads(run("units", "--db", db, "--json"))["total"] == 2
+    stats = json.loads(run("stats", "--db", db, "--json"))
+    assert stats["messages"] == report["messages"]
+    assert "summaries by extractive" in run("stats", "--db", db)
+
+
+def test_context_prints_dialog_history(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    run("ingest", str(SAMPLE), "--db", db)
+    xml = run("context", "--db", db)
+    assert xml.startswith('<dialog_history source="dialog_rolling" urgency="NORMAL">')
+    blocks = json.loads(run("context", "--db", db, "--domain", "memory", "--json"))
+    assert blocks[0]["exposure"] == "PRIMARY"
+    assert run("context", "--db", db, "--domain", "action") == "\n"
+    assert "domains are" in run("context", "--db", db, "--domain", "smell", code=2)
+
+
+def test_bad_inputs(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    assert "does not exist" in run("ingest", str(tmp_path / "none.jsonl"), "--db", db, code=4)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "ok"}\nnot json\n')
+    assert "bad.jsonl line 2" in run("ingest", str(bad), "--db", db, code=4)
+    assert "--format" in run("ingest", str(bad), "--db", db, "--format", "csv", code=2)
+    assert "not found" in run("stats", "--db", db, "-n", "ghost", code=3)
+
+
+def test_chat_without_llm_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PARTNER_MEMORY_LLM_BASE_URL", raising=False)
+    out = run("chat", "--db", str(tmp_path / "m.db"), code=6, stdin="hello\n")
+    assert "PARTNER_MEMORY_LLM_BASE_URL" in out
+
+
+def test_chat_remembers_turns(
+    fake_llm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "m.db")
+    run("ingest", str(SAMPLE), "--db", db)  # offline summaries
+    monkeypatch.setenv("PARTNER_MEMORY_LLM_BASE_URL", fake_llm.base_url)
+    monkeypatch.setenv("PARTNER_MEMORY_LLM_MODEL", "m")
+    fake_llm.script.extend([("ok", "Hello Mei!"), ("ok", "NO_REPLY\nlet her think")])
+    out = run("chat", "--db", db, "--source", "USER: Mei", stdin="hi\nhmm\n")
+    assert out.strip().splitlines() == ["Hello Mei!"]
+    first = fake_llm.requests[0]["body"]["messages"]
+    assert "<dialog_history" in first[0]["content"]
+    assert first[-1] == {"role": "user", "content": "[USER: Mei]:\n\nhi"}
+    second = fake_llm.requests[1]["body"]["messages"]
+    assert second[-2]["content"] == "[[AGENT]: self]:\n\nHello Mei!"
+    window = json.loads(run("export-partner", str(tmp_path / "out"), "--db", db, "--json"))
+    assert window["units"] == 2
+    cognition = json.loads((tmp_path / "out" / "core" / "cognition.json").read_text())
+    assert (
+        cognition["chat_messages"][-1]["content"]
+        == "[[AGENT]: self]: [NOT_REPLIED]:\n\nlet her think"
+    )

@@ -1,0 +1,170 @@
+"""Replaying transcripts: LoCoMo conversations and JSON Lines, resumable after a crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from partner_memory.errors import InvalidInputError
+from partner_memory.ingest import ReplayClock, ingest, read_transcript
+from partner_memory.ingest.transcripts import parse_locomo_date
+from partner_memory.memory import PartnerMemory
+from partner_memory.store import MemoryStore, open_store
+from tests.helpers import assert_unit_consistent
+
+ROOT = Path(__file__).parent.parent
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo-dev"
+CONV = LOCOMO / "conv-30.json"
+
+needs_locomo = pytest.mark.skipif(not CONV.exists(), reason=f"{CONV} is not present")
+
+
+def all_stored(memory: PartnerMemory) -> list[tuple[str, list[str]]]:
+    """(unit id, dia_ids) for every unit, oldest unit first."""
+    units = reversed(memory.core.list_units(limit=1000).units)
+    return [(u.id, [m.metadata["dia_id"] for m in memory.core.read_messages(u.id)]) for u in units]
+
+
+@needs_locomo
+def test_locomo_replay_one_unit_per_session(store: MemoryStore) -> None:
+    """Sessions days apart become one unit each; slices cover every turn once; dia_ids survive."""
+    transcript = read_transcript(CONV)
+    sessions = Counter(m.metadata["session"] for m in transcript.messages)
+    clock = ReplayClock()
+    with PartnerMemory(store, "conv-30", clock=clock, idle_timer=False) as memory:
+        report = ingest(memory, transcript, clock)
+        stored = all_stored(memory)
+        assert report.recorded == len(transcript.messages) == 369
+        assert len(stored) == len(sessions) == report.units == 19
+        assert [len(ids) for _, ids in stored] == [sessions[k] for k in sorted(sessions)]
+        flat = [dia for _, ids in stored for dia in ids]
+        assert flat == [m.metadata["dia_id"] for m in transcript.messages]
+        for unit_id, ids in stored:
+            assert_unit_consistent(memory.core, unit_id)
+            slices = memory.core.list_slices(unit_id)
+            assert sum(len(s) for s in slices) == len(ids)
+            session = int(ids[0].split(":")[0][1:])
+            date = parse_locomo_date(json.loads(CONV.read_text())[f"session_{session}_date_time"])
+            assert all(0 <= s.timestamp - date < 2 * 3_600_000 for s in slices)
+        assert len(memory.trajectory) == 0
+
+
+def test_long_session_rolls_by_count(sqlite_store: MemoryStore, tmp_path: Path) -> None:
+    """A session longer than 72 messages is cut by the count trigger, kept sixth and all."""
+    lines = [
+        json.dumps(
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"message {i}",
+                "timestamp": 1_700_000_000_000 + i * 1000,
+            }
+        )
+        for i in range(200)
+    ]
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(lines), "utf-8")
+    clock = ReplayClock()
+    with PartnerMemory(sqlite_store, "long", clock=clock, idle_timer=False) as memory:
+        report = ingest(memory, read_transcript(path), clock)
+        (unit_id,) = memory.core.unit_ids()
+        contents = [m.content for m in memory.core.read_messages(unit_id)]
+        assert contents == [f"message {i}" for i in range(200)]
+        slices = memory.core.list_slices(unit_id)
+        assert len(slices[0]) == 72
+        assert report.totals.rollings == len(slices) >= 3
+
+
+def test_jsonl_errors_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"role": "user", "content": "ok"}\n{"role": "robot", "content": "x"}\n')
+    with pytest.raises(InvalidInputError, match=r"bad\.jsonl line 2: role"):
+        read_transcript(path)
+    path.write_text('{"role": "user"}\n')
+    with pytest.raises(InvalidInputError, match="content"):
+        read_transcript(path)
+    path.write_text('{"role": "user", "content": "x", "timestamp": "last tuesday"}\n')
+    with pytest.raises(InvalidInputError, match="ISO"):
+        read_transcript(path)
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        read_transcript(tmp_path / "missing.jsonl")
+
+
+def _ingest_cmd(database: str, transcript: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "partner_memory",
+        "ingest",
+        str(transcript),
+        "--db",
+        database,
+        "--namespace",
+        "replay",
+        "--json",
+    ]
+
+
+def _stored_dia_ids(store_url: str) -> tuple[list[str], list[str]]:
+    store = open_store(store_url)
+    try:
+        if store.get_namespace("replay") is None:
+            return [], []
+        with PartnerMemory(store, "replay", idle_timer=False, create=False) as memory:
+            flat = [dia for _, ids in all_stored(memory) for dia in ids]
+            window = [m.metadata["dia_id"] for m in memory.trajectory.snapshot()]
+        return flat, window
+    finally:
+        store.close()
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_sigkill_during_ingest_then_rerun(store_url: str, tmp_path: Path) -> None:
+    """Ingest killed at random points and run again: no message lost, none stored twice."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    rng = random.Random(26)
+    transcript = read_transcript(CONV)
+    started = time.monotonic()
+    probe = str(tmp_path / "probe.db")
+    subprocess.run(
+        _ingest_cmd(probe, CONV), env=env, stdin=subprocess.DEVNULL, capture_output=True, check=True
+    )
+    duration = time.monotonic() - started
+    interrupted = 0
+    for _ in range(int(os.environ.get("PARTNER_MEMORY_CRASH_KILLS", "12")) // 2):
+        with subprocess.Popen(
+            _ingest_cmd(store_url, CONV),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ) as child:
+            time.sleep(rng.uniform(0.4, 1.0) * duration)
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        flat, window = _stored_dia_ids(store_url)
+        assert len(flat) == len(set(flat))  # nothing stored twice, even mid-way
+        interrupted += len(flat) + len(window) < len(transcript.messages) or bool(window)
+    assert interrupted  # at least one kill landed mid-ingest
+    done = subprocess.run(
+        _ingest_cmd(store_url, CONV),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout)["messages"] == 369
+    flat, window = _stored_dia_ids(store_url)
+    assert window == []
+    assert sorted(flat) == sorted(m.metadata["dia_id"] for m in transcript.messages)
+    assert len(flat) == len(set(flat))

@@ -1,6 +1,7 @@
 """partner-memory: a lossless, inspectable long-term memory store for AI agents."""
 
 from partner_memory.clock import Clock, system_clock
+from partner_memory.context import ContextBlock, ContextWorkspace, Domain
 from partner_memory.core import MemoryCore, UnitPage
 from partner_memory.errors import (
     ConfigurationError,
@@ -10,6 +11,7 @@ from partner_memory.errors import (
     PartnerMemoryError,
     StorageUnavailableError,
 )
+from partner_memory.memory import PartnerMemory
 from partner_memory.model import (
     MemorySlice,
     MemoryUnit,
@@ -18,24 +20,44 @@ from partner_memory.model import (
     UnitInfo,
     UnitUpdate,
 )
+from partner_memory.rolling import (
+    AfterRolling,
+    LLMSettings,
+    MessageCompressor,
+    MessageSummarizer,
+    RollingResult,
+    RollingSettings,
+)
 from partner_memory.settings import StoreSettings
 from partner_memory.store import MemoryStore, open_store
+from partner_memory.trajectory import Turn
 
 __all__ = [
+    "AfterRolling",
     "Clock",
     "ConfigurationError",
     "ConflictError",
+    "ContextBlock",
+    "ContextWorkspace",
+    "Domain",
     "InvalidInputError",
+    "LLMSettings",
     "MemoryCore",
     "MemorySlice",
     "MemoryStore",
     "MemoryUnit",
     "Message",
+    "MessageCompressor",
+    "MessageSummarizer",
     "NamespaceInfo",
     "NotFoundError",
+    "PartnerMemory",
     "PartnerMemoryError",
+    "RollingResult",
+    "RollingSettings",
     "StorageUnavailableError",
     "StoreSettings",
+    "Turn",
     "UnitInfo",
     "UnitPage",
     "UnitUpdate",

@@ -45,8 +45,22 @@ class Trajectory:
         self._clock = clock
         self._lock = threading.Lock()
         state = store.load_trajectory(namespace)
-        self._messages: list[Message] = list(state.messages)
+        self._messages: list[Message] = []
+        # kept beside the list so a turn costs the same however long the window is
+        self._ids: set[str] = set()
+        self._structured: set[str] = set()
+        self._extend(state.messages)
         self._last_interaction = state.last_interaction
+
+    def _extend(self, messages: Sequence[Message]) -> None:
+        self._messages.extend(messages)
+        self._ids.update(m.id for m in messages)
+        self._structured.update(m.id for m in messages if markers.is_structured_prompt(m))
+
+    def _drop(self, ids: set[str]) -> None:
+        self._messages = [m for m in self._messages if m.id not in ids]
+        self._ids -= ids
+        self._structured -= ids
 
     def __len__(self) -> int:
         with self._lock:
@@ -85,11 +99,10 @@ class Trajectory:
         )
         assistant = Message(role="assistant", content=assistant_content, timestamp=now)
         with self._lock:
-            structured = [m.id for m in self._messages if markers.is_structured_prompt(m)]
-            if structured:
-                self._store.remove_trajectory(self._namespace, structured)
-                dropped = set(structured)
-                self._messages = [m for m in self._messages if m.id not in dropped]
+            if self._structured:
+                structured = set(self._structured)
+                self._store.remove_trajectory(self._namespace, sorted(structured))
+                self._drop(structured)
             self._append_locked([user, assistant], interaction=now)
         return Turn(user=user, assistant=assistant, replied=replied)
 
@@ -104,15 +117,14 @@ class Trajectory:
             self._append_locked(list(messages), interaction=interaction)
 
     def _append_locked(self, messages: list[Message], *, interaction: int | None) -> None:
-        held = {m.id for m in self._messages}
         ids = [m.id for m in messages]
-        duplicate = next((i for i in ids if i in held), None)
+        duplicate = next((i for i in ids if i in self._ids), None)
         if duplicate is None and len(set(ids)) != len(ids):
             duplicate = next(i for i in ids if ids.count(i) > 1)
         if duplicate is not None:
             raise InvalidInputError(f"message id {duplicate!r} is already in the trajectory")
         self._store.append_trajectory(self._namespace, messages, last_interaction=interaction)
-        self._messages.extend(messages)
+        self._extend(messages)
         if interaction is not None:
             self._last_interaction = interaction
 
@@ -124,8 +136,8 @@ class Trajectory:
         keep = kept_count(len(snapshot), retain_divisor)
         dropped = {m.id for m in snapshot[: len(snapshot) - keep]}
         with self._lock:
-            ids = [m.id for m in self._messages if m.id in dropped]
+            ids = sorted(dropped & self._ids)
             if ids:
                 self._store.remove_trajectory(self._namespace, ids)
-                self._messages = [m for m in self._messages if m.id not in dropped]
+                self._drop(set(ids))
         return len(ids)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message
 
@@ -23,3 +26,23 @@ def assert_unit_consistent(core: MemoryCore, unit_id: str) -> None:
         assert 0 <= start <= end <= info.message_count
         assert start >= position, f"overlapping slices {ranges}"
         position = end
+
+
+def run_in_threads(work: Callable[[int], object], count: int) -> list[BaseException]:
+    """Run work(0) .. work(count - 1) on real threads at once; return what they raised."""
+    failures: list[BaseException] = []
+    barrier = threading.Barrier(count)
+
+    def guarded(worker: int) -> None:
+        try:
+            barrier.wait()
+            work(worker)
+        except BaseException as exc:  # surfaced to the test through the return value
+            failures.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(w,)) for w in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return failures

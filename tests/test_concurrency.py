@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from collections import defaultdict
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message
 from partner_memory.store import MemoryStore, open_store
-from tests.helpers import assert_unit_consistent
+from tests.helpers import assert_unit_consistent, run_in_threads
 
 ROOT = Path(__file__).parent.parent
 
@@ -37,52 +36,29 @@ def _check_writers(core: MemoryCore, writers: int, updates: int) -> None:
 
 def test_eight_threads_one_namespace(store: MemoryStore) -> None:
     core = MemoryCore(store, "shared")
-    updates, failures = 40, []
+    updates = 40
 
     def write(worker: int) -> None:
-        try:
-            for i in range(updates):
-                if worker == 0 and i % 10 == 9:
-                    core.refresh_memory_session()
-                batch = [
-                    Message(role="user", content=f"t{worker}:{i}:{j}") for j in range(1 + i % 3)
-                ]
-                core.update_memory_unit(batch, f"t{worker}:{i}")
-        except BaseException as exc:  # surfaced in the main thread below
-            failures.append(exc)
+        for i in range(updates):
+            if worker == 0 and i % 10 == 9:
+                core.refresh_memory_session()
+            batch = [Message(role="user", content=f"t{worker}:{i}:{j}") for j in range(1 + i % 3)]
+            core.update_memory_unit(batch, f"t{worker}:{i}")
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert failures == []
+    assert run_in_threads(write, 8) == []
     _check_writers(core, 8, updates)
 
 
 def test_eight_threads_each_with_own_core(store: MemoryStore) -> None:
     MemoryCore(store, "shared")
-    barrier = threading.Barrier(8)
-    failures: list[BaseException] = []
 
     def write(worker: int) -> None:
-        try:
-            core = MemoryCore(store, "shared")
-            barrier.wait()
-            for i in range(25):
-                batch = [
-                    Message(role="user", content=f"c{worker}:{i}:{j}") for j in range(1 + i % 3)
-                ]
-                core.update_memory_unit(batch, f"c{worker}:{i}")
-        except BaseException as exc:
-            failures.append(exc)
+        core = MemoryCore(store, "shared")
+        for i in range(25):
+            batch = [Message(role="user", content=f"c{worker}:{i}:{j}") for j in range(1 + i % 3)]
+            core.update_memory_unit(batch, f"c{worker}:{i}")
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert failures == []
+    assert run_in_threads(write, 8) == []
     _check_writers(MemoryCore(store, "shared"), 8, 25)
 
 

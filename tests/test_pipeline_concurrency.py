@@ -2,35 +2,25 @@
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 
 from partner_memory.memory import PartnerMemory
 from partner_memory.rolling import RollingSettings
 from partner_memory.store import MemoryStore
+from tests.helpers import run_in_threads
 
 
 def test_eight_threads_recording_while_rolling(store: MemoryStore) -> None:
     """Every message ends up exactly once, in its thread's order, in units plus the trajectory."""
     settings = RollingSettings(max_messages=24, idle_check_interval_s=0)
     turns_per_thread = 40
-    failures: list[BaseException] = []
     with PartnerMemory(store, "busy", settings=settings) as memory:
-        barrier = threading.Barrier(8)
 
         def talk(worker: int) -> None:
-            try:
-                barrier.wait()
-                for i in range(turns_per_thread):
-                    memory.record_turn(f"w{worker} q{i}", f"w{worker} a{i}", source=f"W{worker}")
-            except BaseException as exc:
-                failures.append(exc)
+            for i in range(turns_per_thread):
+                memory.record_turn(f"w{worker} q{i}", f"w{worker} a{i}", source=f"W{worker}")
 
-        threads = [threading.Thread(target=talk, args=(w,)) for w in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        failures = run_in_threads(talk, 8)
         memory.wait()
         assert failures == []
         assert memory.rolling.errors == []

@@ -22,10 +22,40 @@ from partner_memory.store import MemoryStore, open_store
 from tests.helpers import assert_unit_consistent
 
 ROOT = Path(__file__).parent.parent
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo-dev"
+LOCOMO = Path(
+    os.environ.get("PARTNER_MEMORY_LOCOMO_DIR", ROOT.parent / "shared" / "data" / "locomo-dev")
+)
 CONV = LOCOMO / "conv-30.json"
+MINI = Path(__file__).parent / "data" / "locomo-mini.json"  # our own text, LoCoMo's format
 
-needs_locomo = pytest.mark.skipif(not CONV.exists(), reason=f"{CONV} is not present")
+needs_locomo = pytest.mark.skipif(
+    not CONV.exists(), reason=f"{CONV} is not present (set PARTNER_MEMORY_LOCOMO_DIR)"
+)
+
+
+def test_locomo_format_reader_and_sessions(sqlite_store: MemoryStore) -> None:
+    """Each turn a message with speaker, dia_id and session; sessions become units."""
+    transcript = read_transcript(MINI)
+    first = transcript.messages[0]
+    assert (first.role, first.metadata) == (
+        "user",
+        {"speaker": "Ana", "dia_id": "D1:1", "session": 1},
+    )
+    assert first.content.startswith("[Ana]:\n\nMorning Ben!")
+    assert transcript.messages[1].role == "assistant"
+    assert "[shares an image: a photo of a pottery wheel]" in transcript.messages[2].content
+    assert first.timestamp == parse_locomo_date("9:15 am on 3 March, 2024")
+    clock = ReplayClock()
+    with PartnerMemory(sqlite_store, "mini", clock=clock, idle_timer=False) as memory:
+        ingest(memory, transcript, clock)
+        stored = all_stored(memory)
+    assert [ids for _, ids in stored] == [
+        ["D1:1", "D1:2", "D1:3", "D1:4"],
+        ["D2:1", "D2:2", "D2:3"],
+        ["D3:1", "D3:2", "D3:3", "D3:4"],
+    ]
+    with pytest.raises(InvalidInputError, match="session date"):
+        parse_locomo_date("yesterday")
 
 
 def all_stored(memory: PartnerMemory) -> list[tuple[str, list[str]]]:

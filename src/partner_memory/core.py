@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import InvalidInputError, NotFoundError
@@ -17,6 +16,7 @@ from partner_memory.model import (
     MemorySlice,
     MemoryUnit,
     Message,
+    Record,
     UnitInfo,
     UnitUpdate,
     check_index,
@@ -31,21 +31,13 @@ MAX_PAGE_SIZE = 1000
 
 
 @dataclass(frozen=True, slots=True)
-class UnitPage:
+class UnitPage(Record):
     """One page of units, newest first, with the total that matched."""
 
     units: list[UnitInfo]
     total: int
     offset: int
     limit: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "units": [u.to_dict() for u in self.units],
-            "total": self.total,
-            "offset": self.offset,
-            "limit": self.limit,
-        }
 
 
 class MemoryCore:

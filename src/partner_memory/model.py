@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from partner_memory.errors import InvalidInputError
@@ -16,6 +16,15 @@ from partner_memory.errors import InvalidInputError
 Role = Literal["user", "assistant", "system"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
 MAX_NAMESPACE_LENGTH = 200
+
+
+class Record:
+    """`to_dict()` for the value objects: plain JSON-ready data, nested objects included."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload, no-any-return]
 
 
 def new_id() -> str:
@@ -77,7 +86,7 @@ def load_metadata(text: str | None) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class Message(Record):
     """One chat message (R1); `id`, `timestamp` and `metadata` go beyond the reference."""
 
     role: Role
@@ -102,18 +111,9 @@ class Message:
             )
         dump_metadata(self.metadata)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "role": self.role,
-            "content": self.content,
-            "timestamp": self.timestamp,
-            "metadata": self.metadata,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class MemorySlice:
+class MemorySlice(Record):
     """A summary of the half-open message range [start_index, end_index) of a unit (R2)."""
 
     id: str
@@ -127,19 +127,9 @@ class MemorySlice:
     def __len__(self) -> int:
         return self.end_index - self.start_index
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "start_index": self.start_index,
-            "end_index": self.end_index,
-            "summary": self.summary,
-            "timestamp": self.timestamp,
-            "summarizer": self.summarizer,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class UnitInfo:
+class UnitInfo(Record):
     """What is known of a unit without reading its messages (R8)."""
 
     id: str
@@ -147,17 +137,9 @@ class UnitInfo:
     message_count: int
     slice_count: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "timestamp": self.timestamp,
-            "message_count": self.message_count,
-            "slice_count": self.slice_count,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class MemoryUnit:
+class MemoryUnit(Record):
     """A whole unit (R3): every message of one memory session and its slices."""
 
     id: str
@@ -165,17 +147,9 @@ class MemoryUnit:
     conversation_messages: tuple[Message, ...]
     slices: tuple[MemorySlice, ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "timestamp": self.timestamp,
-            "conversation_messages": [m.to_dict() for m in self.conversation_messages],
-            "slices": [s.to_dict() for s in self.slices],
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class UnitUpdate:
+class UnitUpdate(Record):
     """The outcome of `update_memory_unit`: the unit's new header and the slice added."""
 
     unit: UnitInfo
@@ -183,21 +157,14 @@ class UnitUpdate:
 
 
 @dataclass(frozen=True, slots=True)
-class NamespaceInfo:
+class NamespaceInfo(Record):
     name: str
     memory_session_id: str
     unit_count: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "memory_session_id": self.memory_session_id,
-            "unit_count": self.unit_count,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class TrajectoryState:
+class TrajectoryState(Record):
     """The persisted conversation window of a namespace (R9) and its last interaction."""
 
     messages: list[Message]
@@ -205,7 +172,7 @@ class TrajectoryState:
 
 
 @dataclass(frozen=True, slots=True)
-class RollingRecord:
+class RollingRecord(Record):
     """What one rolling cost: the slice it wrote, its LLM calls, tokens and times."""
 
     unit_id: str
@@ -221,25 +188,9 @@ class RollingRecord:
     pipeline_ms: float = 0.0
     fallbacks: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "unit_id": self.unit_id,
-            "slice_id": self.slice_id,
-            "started_at": self.started_at,
-            "idle": self.idle,
-            "messages": self.messages,
-            "summarizer": self.summarizer,
-            "llm_calls": self.llm_calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "llm_ms": self.llm_ms,
-            "pipeline_ms": self.pipeline_ms,
-            "fallbacks": list(self.fallbacks),
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class RollingTotals:
+class RollingTotals(Record):
     """Sums over every rolling of a namespace, so LLM cost is never hidden."""
 
     rollings: int
@@ -250,15 +201,3 @@ class RollingTotals:
     llm_ms: float
     pipeline_ms: float
     by_summarizer: dict[str, int]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rollings": self.rollings,
-            "messages": self.messages,
-            "llm_calls": self.llm_calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "llm_ms": self.llm_ms,
-            "pipeline_ms": self.pipeline_ms,
-            "by_summarizer": self.by_summarizer,
-        }

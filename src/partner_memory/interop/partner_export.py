@@ -22,25 +22,16 @@ from partner_memory.interop.partner_state import (
     UNIT_DIR,
     unit_file_name,
 )
-from partner_memory.model import MemoryUnit
+from partner_memory.model import MemoryUnit, Record
 
 
 @dataclass(frozen=True, slots=True)
-class ExportReport:
+class ExportReport(Record):
     namespace: str
     out_dir: str
     units: int
     messages: int
     slices: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "out_dir": self.out_dir,
-            "units": self.units,
-            "messages": self.messages,
-            "slices": self.slices,
-        }
 
 
 def unit_document(unit: MemoryUnit) -> dict[str, Any]:

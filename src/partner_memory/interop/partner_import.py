@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import ConflictError
 from partner_memory.interop.partner_state import PartnerState, read_partner_state
-from partner_memory.model import MemoryUnit, Message, check_namespace
+from partner_memory.model import MemoryUnit, Message, Record, check_namespace
 from partner_memory.rolling.increment import by_content, resolve_increment
 from partner_memory.store.base import MemoryStore, UnitWrite
 
 
 @dataclass(slots=True)
-class ImportReport:
+class ImportReport(Record):
     namespace: str
     memory_session_id: str
     units_created: int = 0
@@ -42,20 +41,6 @@ class ImportReport:
             or self.messages_added
             or self.trajectory_replaced is not None
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "memory_session_id": self.memory_session_id,
-            "units_created": self.units_created,
-            "units_extended": self.units_extended,
-            "units_unchanged": self.units_unchanged,
-            "messages_added": self.messages_added,
-            "slices_added": self.slices_added,
-            "trajectory_replaced": self.trajectory_replaced,
-            "skipped": self.skipped,
-            "normalised": self.normalised,
-        }
 
 
 def _plan_unit(

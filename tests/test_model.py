@@ -52,3 +52,15 @@ def test_public_api_is_explicit() -> None:
     }
     assert public == set(partner_memory.__all__)
     assert {"MemoryCore", "MemoryUnit", "MemorySlice", "Message", "open_store"} <= public
+
+
+def test_message_ids_are_time_ordered_uuid7() -> None:
+    import time
+    import uuid
+
+    first = Message(role="user", content="a").id
+    time.sleep(0.002)
+    second = Message(role="user", content="b").id
+    parsed = uuid.UUID(first)
+    assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
+    assert first < second

@@ -7,6 +7,8 @@ stored; validation happens here, once, so every backend stores the same thing.
 from __future__ import annotations
 
 import json
+import os
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
@@ -30,6 +32,25 @@ class Record:
 def new_id() -> str:
     """A fresh random UUID string, the id form the reference uses everywhere."""
     return str(uuid.uuid4())
+
+
+def new_message_id() -> str:
+    """A time-ordered UUID (version 7, RFC 9562) for messages.
+
+    Message ids are indexed; ids that grow with time land at the end of the
+    index instead of at random places in it, which keeps appends to a large
+    store as cheap as to a small one.
+    """
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (
+        (ms & 0xFFFF_FFFF_FFFF) << 80
+        | 0x7 << 76
+        | (rand >> 68 & 0xFFF) << 64
+        | 0b10 << 62
+        | rand & ((1 << 62) - 1)
+    )
+    return str(uuid.UUID(int=value))
 
 
 def check_text(value: object, field_name: str) -> str:
@@ -91,7 +112,7 @@ class Message(Record):
 
     role: Role
     content: str
-    id: str = field(default_factory=new_id)
+    id: str = field(default_factory=new_message_id)
     timestamp: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 

@@ -137,7 +137,12 @@ class Trajectory:
         dropped = {m.id for m in snapshot[: len(snapshot) - keep]}
         with self._lock:
             ids = sorted(dropped & self._ids)
-            if ids:
-                self._store.remove_trajectory(self._namespace, ids)
-                self._drop(set(ids))
+        if not ids:
+            return 0
+        # Deleted outside the lock, so turns keep being recorded meanwhile: only
+        # this (single-flight) rolling ever drops these ids, and once stored in a
+        # unit they are safe to lose from the window at any moment.
+        self._store.remove_trajectory(self._namespace, ids)
+        with self._lock:
+            self._drop(set(ids))
         return len(ids)

@@ -55,7 +55,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # window), the last interaction time, which summariser wrote a slice, and a
     # record of every rolling with its LLM cost.
     (
-        "ALTER TABLE namespaces ADD COLUMN last_interaction BIGINT",
+        # its own row, so recording a turn never waits for the namespace lock a
+        # rolling holds while it writes a slice
+        """CREATE TABLE activity (
+            namespace_id BIGINT PRIMARY KEY REFERENCES namespaces (id) ON DELETE CASCADE,
+            last_interaction BIGINT NOT NULL
+        )""",
         "ALTER TABLE slices ADD COLUMN summarizer TEXT",
         """CREATE TABLE trajectory (
             pk {serial},

@@ -40,27 +40,29 @@ class PipelineSql(SqlBase):
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             row = self._run(
-                cur, "SELECT last_interaction FROM namespaces WHERE id = ?", (namespace_id,)
+                cur, "SELECT last_interaction FROM activity WHERE namespace_id = ?", (namespace_id,)
             ).fetchone()
             rows = self._run(
                 cur,
                 f"SELECT {MESSAGE_COLUMNS} FROM trajectory WHERE namespace_id = ? ORDER BY pk",
                 (namespace_id,),
             ).fetchall()
-        last = None if row[0] is None else int(row[0])
+        last = None if row is None else int(row[0])
         return TrajectoryState([message_from_row(r) for r in rows], last)
 
     def append_trajectory(
         self, namespace: str, messages: Sequence[Message], *, last_interaction: int | None
     ) -> None:
         with self._transaction(write=True) as cur:
-            namespace_id = self._namespace_id(cur, namespace, lock=True)
+            namespace_id = self._namespace_id(cur, namespace)
             self._insert_trajectory(cur, namespace_id, messages)
             if last_interaction is not None:
                 self._run(
                     cur,
-                    "UPDATE namespaces SET last_interaction = ? WHERE id = ?",
-                    (last_interaction, namespace_id),
+                    "INSERT INTO activity (namespace_id, last_interaction) VALUES (?, ?)"
+                    " ON CONFLICT (namespace_id) DO UPDATE"
+                    " SET last_interaction = excluded.last_interaction",
+                    (namespace_id, last_interaction),
                 )
 
     def _insert_trajectory(
@@ -80,7 +82,7 @@ class PipelineSql(SqlBase):
 
     def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None:
         with self._transaction(write=True) as cur:
-            namespace_id = self._namespace_id(cur, namespace, lock=True)
+            namespace_id = self._namespace_id(cur, namespace)
             for chunk in _chunks(message_ids):
                 self._run(
                     cur,

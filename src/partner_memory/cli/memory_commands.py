@@ -16,7 +16,7 @@ from partner_memory.cli import render
 from partner_memory.cli.app import Db, Json, Namespace, app, opened_store
 from partner_memory.cli.errors import reported
 from partner_memory.context import Domain
-from partner_memory.errors import ConfigurationError
+from partner_memory.errors import ConfigurationError, NotFoundError
 from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
 from partner_memory.rolling import ChatClient, LLMSettings
@@ -146,8 +146,6 @@ def stats(
     with reported(), opened_store(db, create=False) as store:
         info = store.get_namespace(namespace)
         if info is None:
-            from partner_memory.errors import NotFoundError
-
             raise NotFoundError(f"namespace {namespace!r} not found")
         totals = store.rolling_totals(namespace)
         if as_json:

@@ -8,8 +8,7 @@ below; at 0 the block is gone.
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from partner_memory.errors import InvalidInputError
@@ -72,7 +71,6 @@ class ContextBlock:
     score: float = INITIAL_SCORE
     #: When the score last took time into account (ms); set by the workspace.
     touched_at: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name or not self.source:

@@ -120,8 +120,13 @@ def ingest(
     if flush:
         memory.roll_now(idle=True)
         memory.wait()
-    units = memory.core.list_units(limit=1).total
-    slices = sum(u.slice_count for u in memory.core.list_units(limit=1000).units)
+    units = slices = 0
+    while True:  # page through every unit: a namespace may hold more than one page
+        page = memory.core.list_units(limit=1000, offset=units)
+        units += len(page.units)
+        slices += sum(u.slice_count for u in page.units)
+        if units >= page.total or not page.units:
+            break
     return IngestReport(
         transcript=transcript.name,
         format=transcript.format,

@@ -24,11 +24,9 @@ from datetime import UTC, datetime
 from partner_memory.clock import Clock
 from partner_memory.context import ContextBlock, ContextWorkspace, Domain
 from partner_memory.core import MemoryCore
-from partner_memory.errors import NotFoundError
 from partner_memory.model import MemorySlice, Message, RollingRecord
 from partner_memory.rolling.after_rolling import AfterRollingRegistry, RollingResult
 from partner_memory.rolling.compress import MessageCompressor
-from partner_memory.rolling.increment import resolve_increment
 from partner_memory.rolling.llm import UsageMeter
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.rolling.summarize import SummarizerChain
@@ -163,21 +161,16 @@ class DialogRolling:
 
     # -- one rolling ---------------------------------------------------------------
 
-    def _unit_tail(self, length: int) -> list[Message]:
-        session = self._core.memory_session_id
-        try:
-            count = self._core.get_unit_info(session).message_count
-        except NotFoundError:
-            return []
-        return self._core.read_messages(session, max(0, count - length), count)
-
     def _increment(self, snapshot: tuple[Message, ...]) -> list[Message]:
-        """R16 by id, then without messages already stored in another unit of the namespace."""
-        increment = resolve_increment(self._unit_tail(len(snapshot)), snapshot)
-        stored = self._core.store.stored_message_ids(
-            self._core.namespace, [m.id for m in increment]
-        )
-        return [m for m in increment if m.id not in stored]
+        """R16 by message id: the snapshot's messages not yet stored in any unit.
+
+        Where the current unit's tail overlaps the snapshot this is exactly the
+        reference's suffix/prefix rule (`increment.resolve_increment`), without
+        its accidents: equal texts never match, and messages a refreshed
+        session left in the window are not stored twice.
+        """
+        stored = self._core.store.stored_message_ids(self._core.namespace, [m.id for m in snapshot])
+        return [m for m in snapshot if m.id not in stored]
 
     def _roll(
         self, moment: tuple[tuple[Message, ...], int | None, int], idle: bool

@@ -101,13 +101,14 @@ class PostgresStore(SqlStore):
         with (
             self._translated(),
             self._pool.connection() as conn,
+            conn.pipeline(),
             conn.transaction(),
             conn.cursor() as cur,
         ):
             yield cur
 
     def _lock_schema(self, cur: Cursor) -> None:
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,)).fetchone()
 
     @contextmanager
     def _translated(self) -> Iterator[None]:

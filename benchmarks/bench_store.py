@@ -51,7 +51,10 @@ class Timing:
     p99_ms: float
 
 
-def measure(op: Callable[[int], None], reps: int) -> Timing:
+def measure(op: Callable[[int], None], reps: int, warmup: int = 10) -> Timing:
+    """Median and p99 of `reps` calls, after `warmup` untimed ones (caches, prepared SQL)."""
+    for i in range(warmup):
+        op(-1 - i)
     samples = []
     for i in range(reps):
         start = time.perf_counter()

@@ -87,3 +87,13 @@ def test_chat_remembers_turns(
         cognition["chat_messages"][-1]["content"]
         == "[[AGENT]: self]: [NOT_REPLIED]:\n\nlet her think"
     )
+
+
+def test_ingest_without_flush_keeps_the_window(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    report = json.loads(run("ingest", str(SAMPLE), "--db", db, "--no-flush", "--json"))
+    assert report["units"] == 1  # the first conversation was rolled when the second began
+    run("export-partner", str(tmp_path / "out"), "--db", db)
+    cognition = json.loads((tmp_path / "out" / "core" / "cognition.json").read_text())
+    assert [m["content"][:8] for m in cognition["chat_messages"]][:1] == ["[USER: 小"]
+    assert len(cognition["chat_messages"]) == 6

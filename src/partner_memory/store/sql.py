@@ -8,7 +8,7 @@ drift apart; `sql_base` holds the hooks a backend provides.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from partner_memory.errors import ConfigurationError, ConflictError, NotFoundError
 from partner_memory.model import (
@@ -39,6 +39,16 @@ _NAMESPACE_COLUMNS = """
 """
 _UNIT_COLUMNS = "SELECT unit_id, timestamp, message_count, slice_count FROM units"
 _SLICE_COLUMNS = f"SELECT {SLICE_COLUMNS} FROM slices"
+
+
+class _UnitRow(NamedTuple):
+    pk: int
+    message_count: int
+    slice_count: int
+
+
+def _namespace_info(row: Sequence[Any]) -> NamespaceInfo:
+    return NamespaceInfo(name=row[0], memory_session_id=row[1], unit_count=int(row[2]))
 
 
 def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
@@ -89,39 +99,41 @@ class SqlStore(PipelineSql):
 
     # -- namespaces --------------------------------------------------------------
 
+    def _insert_namespace(self, cur: Cursor, namespace: str, session_id: str) -> None:
+        self._run(
+            cur,
+            "INSERT INTO namespaces (name, memory_session_id) VALUES (?, ?)"
+            " ON CONFLICT (name) DO NOTHING",
+            (namespace, session_id),
+        )
+
+    def _set_session(self, cur: Cursor, namespace_id: int, session_id: str) -> None:
+        self._run(
+            cur,
+            "UPDATE namespaces SET memory_session_id = ? WHERE id = ?",
+            (session_id, namespace_id),
+        )
+
     def ensure_namespace(self, namespace: str, session_id: str) -> NamespaceInfo:
         with self._transaction(write=True) as cur:
-            self._run(
-                cur,
-                "INSERT INTO namespaces (name, memory_session_id) VALUES (?, ?)"
-                " ON CONFLICT (name) DO NOTHING",
-                (namespace, session_id),
-            )
+            self._insert_namespace(cur, namespace, session_id)
             row = self._run(cur, _NAMESPACE_COLUMNS + " WHERE n.name = ?", (namespace,)).fetchone()
-            return NamespaceInfo(name=row[0], memory_session_id=row[1], unit_count=int(row[2]))
+            return _namespace_info(row)
 
     def get_namespace(self, namespace: str) -> NamespaceInfo | None:
         with self._transaction(write=False) as cur:
             row = self._run(cur, _NAMESPACE_COLUMNS + " WHERE n.name = ?", (namespace,)).fetchone()
-        if row is None:
-            return None
-        return NamespaceInfo(name=row[0], memory_session_id=row[1], unit_count=int(row[2]))
+        return None if row is None else _namespace_info(row)
 
     def list_namespaces(self) -> list[NamespaceInfo]:
         with self._transaction(write=False) as cur:
             rows = self._run(cur, _NAMESPACE_COLUMNS + " ORDER BY n.name").fetchall()
-        return [
-            NamespaceInfo(name=r[0], memory_session_id=r[1], unit_count=int(r[2])) for r in rows
-        ]
+        return [_namespace_info(r) for r in rows]
 
     def set_session(self, namespace: str, session_id: str) -> None:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace, lock=True)
-            self._run(
-                cur,
-                "UPDATE namespaces SET memory_session_id = ? WHERE id = ?",
-                (session_id, namespace_id),
-            )
+            self._set_session(cur, namespace_id, session_id)
 
     # -- writes ------------------------------------------------------------------
 
@@ -144,22 +156,8 @@ class SqlStore(PipelineSql):
             if row is None:
                 raise NotFoundError(f"namespace {namespace!r} not found")
             namespace_id, session_id = int(row[0]), str(row[1])
-            # a statement of its own: under PostgreSQL's READ COMMITTED it sees what the
-            # writer that held the namespace lock before us committed
-            unit = self._run(
-                cur,
-                "SELECT pk, message_count, slice_count FROM units"
-                " WHERE namespace_id = ? AND unit_id = ?",
-                (namespace_id, session_id),
-            ).fetchone()
-            if unit is None:
-                unit_pk, old_count, slice_count = (
-                    self._create_unit(cur, namespace_id, session_id, timestamp),
-                    0,
-                    0,
-                )
-            else:
-                unit_pk, old_count, slice_count = int(unit[0]), int(unit[1]), int(unit[2])
+            unit = self._open_unit(cur, namespace_id, session_id, timestamp)
+            old_count, slice_count = unit.message_count, unit.slice_count
             new_count = old_count + len(messages)
             memory_slice = MemorySlice(
                 id=slice_id,
@@ -169,12 +167,8 @@ class SqlStore(PipelineSql):
                 timestamp=timestamp,
                 summarizer=summarizer,
             )
-            self._insert_messages(cur, unit_pk, old_count, messages)
-            self._insert_slices(cur, unit_pk, [memory_slice])
-            self._run(
-                cur,
-                "UPDATE units SET timestamp = ?, message_count = ?, slice_count = ? WHERE pk = ?",
-                (timestamp, new_count, slice_count + 1, unit_pk),
+            self._extend_unit(
+                cur, unit, timestamp=timestamp, messages=messages, slices=[memory_slice]
             )
         info = UnitInfo(
             id=session_id, timestamp=timestamp, message_count=new_count, slice_count=slice_count + 1
@@ -190,18 +184,9 @@ class SqlStore(PipelineSql):
         trajectory: Sequence[Message] | None = None,
     ) -> None:
         with self._transaction(write=True) as cur:
-            self._run(
-                cur,
-                "INSERT INTO namespaces (name, memory_session_id) VALUES (?, ?)"
-                " ON CONFLICT (name) DO NOTHING",
-                (namespace, session_id),
-            )
+            self._insert_namespace(cur, namespace, session_id)
             namespace_id = self._namespace_id(cur, namespace, lock=True)
-            self._run(
-                cur,
-                "UPDATE namespaces SET memory_session_id = ? WHERE id = ?",
-                (session_id, namespace_id),
-            )
+            self._set_session(cur, namespace_id, session_id)
             for write in units:
                 self._write_unit(cur, namespace, namespace_id, write)
             if trajectory is not None:
@@ -209,35 +194,53 @@ class SqlStore(PipelineSql):
                 self._insert_trajectory(cur, namespace_id, trajectory)
 
     def _write_unit(self, cur: Cursor, namespace: str, namespace_id: int, write: UnitWrite) -> None:
+        unit = self._open_unit(cur, namespace_id, write.id, write.timestamp)
+        if unit.message_count != write.expected_count:
+            raise ConflictError(
+                f"unit {write.id!r} of namespace {namespace!r} holds {unit.message_count}"
+                f" messages, expected {write.expected_count}; it changed while the write was"
+                " planned"
+            )
+        self._extend_unit(
+            cur, unit, timestamp=write.timestamp, messages=write.messages, slices=write.slices
+        )
+
+    def _open_unit(self, cur: Cursor, namespace_id: int, unit_id: str, timestamp: int) -> _UnitRow:
+        """A unit's pk and counts, the unit created empty when missing.
+
+        A statement of its own: under PostgreSQL's READ COMMITTED it sees what
+        the writer that held the namespace lock before us committed.
+        """
         row = self._run(
             cur,
             "SELECT pk, message_count, slice_count FROM units"
             " WHERE namespace_id = ? AND unit_id = ?",
-            (namespace_id, write.id),
+            (namespace_id, unit_id),
         ).fetchone()
         if row is None:
-            unit_pk, count, slice_count = (
-                self._create_unit(cur, namespace_id, write.id, write.timestamp),
-                0,
-                0,
-            )
-        else:
-            unit_pk, count, slice_count = int(row[0]), int(row[1]), int(row[2])
-        if count != write.expected_count:
-            raise ConflictError(
-                f"unit {write.id!r} of namespace {namespace!r} holds {count} messages,"
-                f" expected {write.expected_count}; it changed while the write was planned"
-            )
-        self._insert_messages(cur, unit_pk, count, write.messages)
-        self._insert_slices(cur, unit_pk, write.slices)
+            return _UnitRow(self._create_unit(cur, namespace_id, unit_id, timestamp), 0, 0)
+        return _UnitRow(int(row[0]), int(row[1]), int(row[2]))
+
+    def _extend_unit(
+        self,
+        cur: Cursor,
+        unit: _UnitRow,
+        *,
+        timestamp: int,
+        messages: Sequence[Message],
+        slices: Sequence[MemorySlice],
+    ) -> None:
+        """Append messages after the unit's last one, add slices, update its header."""
+        self._insert_messages(cur, unit.pk, unit.message_count, messages)
+        self._insert_slices(cur, unit.pk, slices)
         self._run(
             cur,
             "UPDATE units SET timestamp = ?, message_count = ?, slice_count = ? WHERE pk = ?",
             (
-                write.timestamp,
-                count + len(write.messages),
-                slice_count + len(write.slices),
-                unit_pk,
+                timestamp,
+                unit.message_count + len(messages),
+                unit.slice_count + len(slices),
+                unit.pk,
             ),
         )
 

@@ -20,6 +20,7 @@ from partner_memory.model import (
     UnitInfo,
     UnitUpdate,
     check_index,
+    check_messages,
     check_namespace,
     check_text,
     new_id,
@@ -97,12 +98,7 @@ class MemoryCore:
         `summarizer` records which summariser wrote `summary`; `timestamp` (ms)
         overrides "now", for replays that carry their own time.
         """
-        batch = list(messages)
-        for i, message in enumerate(batch):
-            if not isinstance(message, Message):
-                raise InvalidInputError(
-                    f"messages[{i}] must be a Message, got {type(message).__name__}"
-                )
+        batch = check_messages(messages)
         check_text(summary, "summary")
         with self._lock:
             return self._store.append(

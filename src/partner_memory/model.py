@@ -10,6 +10,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
@@ -75,6 +76,17 @@ def check_index(value: object, field_name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInputError(f"{field_name} must be an integer, got {type(value).__name__}")
     return value
+
+
+def check_messages(messages: Iterable[object]) -> list[Message]:
+    """The messages as a list, refusing anything that is not a `Message` by its position."""
+    batch = list(messages)
+    for i, message in enumerate(batch):
+        if not isinstance(message, Message):
+            raise InvalidInputError(
+                f"messages[{i}] must be a Message, got {type(message).__name__}"
+            )
+    return batch  # type: ignore[return-value]
 
 
 def check_namespace(name: object) -> str:

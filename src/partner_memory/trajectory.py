@@ -16,7 +16,7 @@ from typing import Any
 from partner_memory import markers
 from partner_memory.clock import Clock
 from partner_memory.errors import InvalidInputError
-from partner_memory.model import Message, check_text
+from partner_memory.model import Message, check_messages, check_text
 from partner_memory.store.base import MemoryStore
 
 
@@ -108,13 +108,9 @@ class Trajectory:
 
     def record(self, messages: Sequence[Message], *, interaction: int | None = None) -> None:
         """Append plain messages; `interaction` (ms) also moves the last-interaction time."""
-        for i, message in enumerate(messages):
-            if not isinstance(message, Message):
-                raise InvalidInputError(
-                    f"messages[{i}] must be a Message, got {type(message).__name__}"
-                )
+        batch = check_messages(messages)
         with self._lock:
-            self._append_locked(list(messages), interaction=interaction)
+            self._append_locked(batch, interaction=interaction)
 
     def _append_locked(self, messages: list[Message], *, interaction: int | None) -> None:
         ids = [m.id for m in messages]

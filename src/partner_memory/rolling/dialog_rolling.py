@@ -20,6 +20,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from partner_memory.clock import Clock
 from partner_memory.context import ContextBlock, ContextWorkspace, Domain
@@ -57,6 +58,15 @@ def dialog_history_block(
         time_fade_per_minute=settings.time_fade_per_minute,
         activate=settings.activate,
     )
+
+
+class Moment(NamedTuple):
+    """What a rolling covers, fixed when it is triggered."""
+
+    snapshot: tuple[Message, ...]
+    last_interaction: int | None
+    #: The slice's time (ms).
+    at: int
 
 
 class DialogRolling:
@@ -120,8 +130,8 @@ class DialogRolling:
             self._running.release()
             return None
 
-    def _moment(self, idle: bool) -> tuple[tuple[Message, ...], int | None, int]:
-        """(snapshot, last interaction, slice time) at the moment a rolling is triggered.
+    def _moment(self, idle: bool) -> Moment:
+        """The snapshot, last interaction and slice time at the moment a rolling is triggered.
 
         An idle rolling is dated when the idle timer would have fired: an hour
         after the last interaction (or now, if sooner), so a replayed slice keeps
@@ -132,11 +142,9 @@ class DialogRolling:
         now = self._clock()
         if idle and last is not None:
             now = min(now, last + self.settings.idle_after_ms + 1)
-        return snapshot, last, now
+        return Moment(snapshot, last, now)
 
-    def _guarded(
-        self, moment: tuple[tuple[Message, ...], int | None, int], idle: bool
-    ) -> RollingResult | None:
+    def _guarded(self, moment: Moment, idle: bool) -> RollingResult | None:
         try:
             return self._roll(moment, idle)
         except BaseException as exc:
@@ -172,10 +180,13 @@ class DialogRolling:
         stored = self._core.store.stored_message_ids(self._core.namespace, [m.id for m in snapshot])
         return [m for m in snapshot if m.id not in stored]
 
-    def _roll(
-        self, moment: tuple[tuple[Message, ...], int | None, int], idle: bool
-    ) -> RollingResult | None:
-        snapshot, last_interaction, started_at = moment
+    def _end_session(self, moment: Moment) -> None:
+        """R14: after an idle rolling the next conversation goes to a new unit."""
+        self._core.refresh_memory_session()
+        self._idle_rolled_for = moment.last_interaction
+
+    def _roll(self, moment: Moment, idle: bool) -> RollingResult | None:
+        snapshot, started_at = moment.snapshot, moment.at
         began = time.perf_counter()
         if len(snapshot) <= 1:
             return None
@@ -183,8 +194,7 @@ class DialogRolling:
         increment = self._increment(snapshot)
         if not increment:
             if idle:
-                self._core.refresh_memory_session()
-                self._idle_rolled_for = last_interaction
+                self._end_session(moment)
             return None
         own_ms = (time.perf_counter() - began) * 1000
         meter = UsageMeter()
@@ -197,8 +207,7 @@ class DialogRolling:
         self._workspace.register(dialog_history_block(update.unit.id, update.slice, self.settings))
         self._trajectory.roll_with_snapshot(snapshot, divisor)
         if idle:
-            self._core.refresh_memory_session()
-            self._idle_rolled_for = last_interaction
+            self._end_session(moment)
         own_ms += (time.perf_counter() - resumed) * 1000
         self._core.store.record_rolling(
             self._core.namespace,

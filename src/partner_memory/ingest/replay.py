@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from partner_memory.clock import system_clock
@@ -48,7 +48,6 @@ class IngestReport:
     slices: int
     seconds: float
     totals: RollingTotals
-    record_ms: list[float] = field(default_factory=list, repr=False)
 
     @property
     def messages_per_second(self) -> float:
@@ -85,14 +84,11 @@ def ingest(
     pending = [m for m in transcript.messages if m.id not in done]
     if progress and len(pending) < len(transcript.messages):
         progress(len(transcript.messages) - len(pending))
-    record_ms: list[float] = []
     idle_after = memory.settings.idle_after_ms
     batch: list[Message] = []
 
     def record() -> None:
-        began = time.perf_counter()
         memory.record_messages(batch, interaction=clock())
-        record_ms.append((time.perf_counter() - began) * 1000)
         if progress:
             progress(len(batch))
         batch.clear()
@@ -137,5 +133,4 @@ def ingest(
         slices=slices,
         seconds=time.perf_counter() - started,
         totals=memory.stats(),
-        record_ms=record_ms,
     )

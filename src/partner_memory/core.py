@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import InvalidInputError, NotFoundError
@@ -17,6 +17,7 @@ from partner_memory.model import (
     MemoryUnit,
     Message,
     Record,
+    RollingTotals,
     UnitInfo,
     UnitUpdate,
     check_index,
@@ -178,6 +179,11 @@ class MemoryCore:
         )
         total = self._store.count_units(self._namespace, since=since, until=until)
         return UnitPage(units=units, total=total, offset=offset, limit=limit)
+
+    def rolling_stats(self) -> RollingTotals:
+        """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""
+        totals = self._store.rolling_totals(self._namespace)
+        return replace(totals, consumers=tuple(self._store.consumer_status(self._namespace)))
 
     def unit_ids(self) -> list[str]:
         """Every unit id, oldest first (the reference's `memory_unit_uuid_set`)."""

@@ -1,13 +1,14 @@
-"""PartnerMemory: the one object an agent holds per namespace.
+"""PartnerMemory: the handle an agent holds per namespace.
 
-It wires the store, the trajectory, the rolling engine, the context
-workspace and the AfterRolling consumers together, and runs the idle check
-on a timer. Record turns; read context; close when done.
+A handle ties one namespace to its `MemoryService`: the shared window in the
+store, the rolling engine, the context workspace and the AfterRolling
+consumers. `MemoryService.memory(namespace)` hands handles out; constructing
+`PartnerMemory(store, namespace)` directly makes a service of one, owned
+(and closed) by the handle. Record turns; read context; close when done.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -21,20 +22,17 @@ from partner_memory.model import Message, RollingTotals
 from partner_memory.rolling import (
     AfterRolling,
     AfterRollingRegistry,
-    ChatClient,
     DialogRolling,
-    ExtractiveSummarizer,
-    LLMCompressor,
     LLMSettings,
-    LLMSummarizer,
     MessageCompressor,
     MessageSummarizer,
     RollingResult,
     RollingSettings,
     SummarizerChain,
-    TruncatingCompressor,
 )
-from partner_memory.settings import StoreSettings
+from partner_memory.rolling.consumers import DurableConsumer
+from partner_memory.service import MemoryService
+from partner_memory.settings import DEFAULT_NAMESPACE, StoreSettings
 from partner_memory.store import MemoryStore, open_store
 from partner_memory.trajectory import Trajectory, Turn
 
@@ -44,10 +42,19 @@ DEFAULT_DOMAINS = (Domain.COMMUNICATION, Domain.MEMORY)
 class PartnerMemory:
     """Long-term memory of one namespace: record turns, roll them into slices, read context."""
 
+    service: MemoryService
+    settings: RollingSettings
+    core: MemoryCore
+    trajectory: Trajectory
+    workspace: ContextWorkspace
+    after_rolling: AfterRollingRegistry
+    summarizer: SummarizerChain
+    rolling: DialogRolling
+
     def __init__(
         self,
         store: MemoryStore,
-        namespace: str = "default",
+        namespace: str = DEFAULT_NAMESPACE,
         *,
         llm: LLMSettings | None = None,
         summarizers: Sequence[MessageSummarizer] | None = None,
@@ -59,52 +66,66 @@ class PartnerMemory:
         owns_store: bool = False,
         create: bool = True,
     ) -> None:
-        self.settings = settings or RollingSettings()
-        self._store = store
-        self._owns_store = owns_store
-        self._clock = clock
+        """A memory with a service of its own (one rolling worker), closed with it."""
+        service = MemoryService(
+            store,
+            llm=llm,
+            summarizers=summarizers,
+            compressor=compressor,
+            settings=settings,
+            clock=clock,
+            idle_timer=idle_timer,
+            rolling_workers=1,
+            owns_store=owns_store,
+        )
+        try:
+            self._bind(service, namespace, create=create, restore_context=restore_context)
+            self._owns_service = True
+            service.adopt(self)
+        except BaseException:
+            service.close()
+            raise
+
+    @classmethod
+    def attach(
+        cls,
+        service: MemoryService,
+        namespace: str,
+        *,
+        create: bool = True,
+        restore_context: bool = True,
+    ) -> PartnerMemory:
+        """A handle on a service that others share; use `service.memory(namespace)`."""
+        self = cls.__new__(cls)
+        self._bind(service, namespace, create=create, restore_context=restore_context)
+        self._owns_service = False
+        return self
+
+    def _bind(
+        self, service: MemoryService, namespace: str, *, create: bool, restore_context: bool
+    ) -> None:
+        self.service = service
+        self.settings = service.settings
+        store, clock = service.store, service.clock
         self.core = MemoryCore(store, namespace, clock=clock, create=create)
         self.trajectory = Trajectory(store, self.core.namespace, clock=clock)
         self.workspace = ContextWorkspace(clock)
-        self.after_rolling = AfterRollingRegistry()
-        self._client = ChatClient(llm) if llm is not None else None
-        chain: list[MessageSummarizer] = list(summarizers or [])
-        if summarizers is None:
-            if self._client is not None:
-                chain.append(LLMSummarizer(self._client))
-            chain.append(ExtractiveSummarizer())
-        s = self.settings
-        if compressor is None:
-            compressor = (
-                LLMCompressor(
-                    self._client,
-                    threshold=s.compress_threshold,
-                    limit=s.compress_limit,
-                    window=s.boundary_window,
-                )
-                if self._client is not None
-                else TruncatingCompressor(s.compress_threshold, s.compress_limit, s.boundary_window)
-            )
-        self.summarizer = SummarizerChain(chain)
+        self.after_rolling = AfterRollingRegistry(self.core.namespace, service.dispatcher)
+        self.summarizer = service.summarizer
         self.rolling = DialogRolling(
             self.core,
             self.trajectory,
             self.workspace,
             self.after_rolling,
-            summarizer=self.summarizer,
-            compressor=compressor,
-            settings=self.settings,
+            summarizer=service.summarizer,
+            compressor=service.compressor,
+            settings=service.settings,
             clock=clock,
+            leases=service.leases,
+            executor=service.executor,
         )
         if restore_context:
             self.rolling.restore_context()
-        self._stop = threading.Event()
-        self._timer: threading.Thread | None = None
-        if idle_timer and self.settings.idle_check_interval_s > 0:
-            self._timer = threading.Thread(
-                target=self._idle_loop, name="pm-idle-check", daemon=True
-            )
-            self._timer.start()
 
     @classmethod
     def open(
@@ -140,18 +161,22 @@ class PartnerMemory:
         metadata: dict[str, Any] | None = None,
     ) -> Turn:
         """Record one exchange (R10-R11); may start a rolling in the background (R13)."""
-        turn = self.trajectory.record_turn(
+        turn, length = self.trajectory.record_turn_counted(
             user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
         )
-        self.rolling.after_turn()
+        self.rolling.after_turn(length)
         return turn
 
     def record_messages(
         self, messages: Sequence[Message], *, interaction: int | None = None
-    ) -> None:
-        """Record plain messages; `interaction` (ms) counts as the last interaction time."""
-        self.trajectory.record(messages, interaction=interaction)
-        self.rolling.after_turn()
+    ) -> int:
+        """Record plain messages; `interaction` (ms) counts as the last interaction time.
+
+        Returns the window's length right after recording.
+        """
+        length = self.trajectory.record(messages, interaction=interaction)
+        self.rolling.after_turn(length)
+        return length
 
     # -- rolling -------------------------------------------------------------------
 
@@ -160,22 +185,35 @@ class PartnerMemory:
         return self.rolling.roll_now(idle=idle)
 
     def check_idle(self) -> Future[RollingResult | None] | None:
-        """Run the idle check now (the timer does this every few seconds)."""
+        """Run the idle check now (the service's scheduler does this every few seconds)."""
         return self.rolling.check_idle()
 
     def wait(self) -> None:
-        """Wait until no rolling is in flight and every consumer triggered so far has run."""
+        """Wait until no rolling of this process is in flight here and consumers have run."""
         self.rolling.wait()
         self.after_rolling.trigger_barrier()
 
-    def register_after_rolling(self, consumer: AfterRolling) -> bool:
-        """R20: run `consumer(result)` after each rolling; a second registration is ignored."""
+    def register_after_rolling(self, consumer: AfterRolling | DurableConsumer) -> bool:
+        """R20: run `consumer(result)` after each rolling; a second registration is ignored.
+
+        A `DurableConsumer` is registered with the service instead: it follows
+        the rolling log of every namespace, across processes and restarts.
+        """
+        if isinstance(consumer, DurableConsumer):
+            if any(c.name == consumer.name for c in self.service.dispatcher.durable):
+                return False
+            self.service.register_consumer(consumer)
+            return True
         return self.after_rolling.register(consumer)
 
     # -- reading -------------------------------------------------------------------
 
     def context(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> list[ResolvedBlock]:
-        """R23: the context blocks for these domains, most relevant first."""
+        """R23: the context blocks for these domains, most relevant first.
+
+        Rollings committed by other processes since the last call come in first.
+        """
+        self.rolling.sync_context()
         return self.workspace.resolve(domains)
 
     def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
@@ -183,29 +221,18 @@ class PartnerMemory:
         return render_xml(self.context(domains))
 
     def stats(self) -> RollingTotals:
-        """Totals over every rolling: messages, LLM calls, tokens and time."""
-        return self._store.rolling_totals(self.namespace)
+        """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""
+        return self.core.rolling_stats()
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def _idle_loop(self) -> None:
-        while not self._stop.wait(self.settings.idle_check_interval_s):
-            try:
-                self.rolling.check_idle()
-            except Exception:  # pragma: no cover - logged by rolling; the timer must live on
-                continue
-
     def close(self) -> None:
-        """Stop the timer, wait for in-flight rolling and consumers, release resources."""
-        self._stop.set()
-        if self._timer is not None:
-            self._timer.join()
-        self.rolling.close()
-        self.after_rolling.close()
-        if self._client is not None:
-            self._client.close()
-        if self._owns_store:
-            self._store.close()
+        """Wait for this memory's rolling and consumers in flight; a service of one closes too."""
+        if self._owns_service:
+            self.service.close()
+            return
+        self.wait()
+        self.service.forget(self)
 
     def __enter__(self) -> PartnerMemory:
         return self

@@ -202,17 +202,14 @@ class TrajectoryState(Record):
 
     messages: list[Message]
     last_interaction: int | None
+    #: The last interaction an idle rolling already covered (R14 fires once per quiet).
+    idle_rolled_for: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class RollingRecord(Record):
-    """What one rolling cost: the slice it wrote, its LLM calls, tokens and times."""
+class RollingCost(Record):
+    """What one rolling cost: LLM calls, tokens and times, and why a fallback was used."""
 
-    unit_id: str
-    slice_id: str
-    started_at: int
-    idle: bool
-    messages: int
     summarizer: str
     llm_calls: int = 0
     prompt_tokens: int = 0
@@ -234,3 +231,36 @@ class RollingTotals(Record):
     llm_ms: float
     pipeline_ms: float
     by_summarizer: dict[str, int]
+    #: AfterRolling consumers seen on this namespace: position and failures.
+    consumers: tuple[ConsumerStatus, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerStatus(Record):
+    """One AfterRolling consumer on one namespace: how far it got and how it failed."""
+
+    name: str
+    #: Durable consumers track their position in the rolling log; others run in memory.
+    durable: bool
+    #: The last rolling (log sequence number) a durable consumer processed.
+    position: int
+    #: The namespace's newest rolling; `head - position` is a durable consumer's lag.
+    head: int
+    failures: int
+    last_error: str | None
+    last_failure_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry(Record):
+    """One rolling as the ordered per-namespace log keeps it, for consumers that follow it."""
+
+    namespace: str
+    #: 1, 2, 3, ... per namespace, in commit order.
+    seq: int
+    unit: UnitInfo
+    slice: MemorySlice
+    messages: tuple[Message, ...]
+    idle: bool
+    rolling_size: int
+    retain_divisor: int | None

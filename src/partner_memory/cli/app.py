@@ -48,8 +48,10 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables
 
 
 @contextmanager
-def opened_store(db: str, *, create: bool) -> Iterator[MemoryStore]:
-    store = open_store(db, create=create, busy_timeout=StoreSettings.from_env().busy_timeout)
+def opened_store(db: str, *, write: bool) -> Iterator[MemoryStore]:
+    """The store for one command; read commands open it read-only, so they never take
+    the write lock (they answer while another process writes) and never create a file."""
+    store = open_store(db, read_only=not write, busy_timeout=StoreSettings.from_env().busy_timeout)
     try:
         yield store
     finally:
@@ -57,9 +59,9 @@ def opened_store(db: str, *, create: bool) -> Iterator[MemoryStore]:
 
 
 @contextmanager
-def _core(db: str, namespace: str) -> Iterator[MemoryCore]:
-    """An existing namespace for reading; reads never create anything."""
-    with opened_store(db, create=False) as store:
+def _core(db: str, namespace: str, *, write: bool = False) -> Iterator[MemoryCore]:
+    """An existing namespace; nothing is created."""
+    with opened_store(db, write=write) as store:
         yield MemoryCore(store, namespace, create=False)
 
 
@@ -161,7 +163,7 @@ def session(
     as_json: Json = False,
 ) -> None:
     """Print the current memory session id, or start a new one."""
-    with reported(), _core(db, namespace) as core:
+    with reported(), _core(db, namespace, write=refresh) as core:
         session_id = core.refresh_memory_session() if refresh else core.memory_session_id
         if as_json:
             render.print_json({"namespace": namespace, "memory_session_id": session_id})
@@ -172,7 +174,7 @@ def session(
 @app.command()
 def namespaces(db: Db = DEFAULT_DATABASE, as_json: Json = False) -> None:
     """List namespaces with their session and unit count."""
-    with reported(), opened_store(db, create=False) as store:
+    with reported(), opened_store(db, write=False) as store:
         found = store.list_namespaces()
         if as_json:
             render.print_json([n.to_dict() for n in found])
@@ -188,7 +190,7 @@ def import_partner(
     as_json: Json = False,
 ) -> None:
     """Import a reference state directory (all or nothing; importing twice changes nothing)."""
-    with reported(), opened_store(db, create=True) as store:
+    with reported(), opened_store(db, write=True) as store:
         report = import_partner_state(store, state_dir, namespace=namespace)
         if as_json:
             render.print_json(report.to_dict())

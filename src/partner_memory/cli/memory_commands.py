@@ -16,6 +16,7 @@ from partner_memory.cli import render
 from partner_memory.cli.app import Db, Json, Namespace, app, opened_store
 from partner_memory.cli.errors import reported
 from partner_memory.context import Domain
+from partner_memory.core import MemoryCore
 from partner_memory.errors import ConfigurationError, NotFoundError
 from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
@@ -46,7 +47,7 @@ def ingest_command(
     """Replay a transcript through rolling with its own timestamps, then summarise."""
     if fmt not in ("auto", "jsonl", "locomo"):
         raise typer.BadParameter("must be auto, jsonl or locomo", param_hint="--format")
-    with reported(), opened_store(db, create=True) as store:
+    with reported(), opened_store(db, write=True) as store:
         parsed = read_transcript(transcript, fmt)  # type: ignore[arg-type]
         clock = ReplayClock()
         memory = PartnerMemory(
@@ -114,7 +115,7 @@ def context(
 ) -> None:
     """Print the resolved context (dialog_history of the newest slices) as XML."""
     domains = _domains(domain)
-    with reported(), opened_store(db, create=False) as store:
+    with reported(), opened_store(db, write=False) as store:
         memory = PartnerMemory(store, namespace, idle_timer=False, create=False)
         try:
             if as_json:
@@ -143,11 +144,11 @@ def stats(
     db: Db = DEFAULT_DATABASE, namespace: Namespace = DEFAULT_NAMESPACE, as_json: Json = False
 ) -> None:
     """Totals over every rolling: messages, summarisers, LLM calls, tokens and time."""
-    with reported(), opened_store(db, create=False) as store:
+    with reported(), opened_store(db, write=False) as store:
         info = store.get_namespace(namespace)
         if info is None:
             raise NotFoundError(f"namespace {namespace!r} not found")
-        totals = store.rolling_totals(namespace)
+        totals = MemoryCore(store, namespace, create=False).rolling_stats()
         if as_json:
             render.print_json({"namespace": namespace, "units": info.unit_count} | totals.to_dict())
             return
@@ -164,6 +165,8 @@ def stats(
         table.add_row("LLM time", f"{totals.llm_ms / 1000:.2f} s")
         table.add_row("pipeline time (without LLM)", f"{totals.pipeline_ms / 1000:.3f} s")
         render.console.print(table)
+        if totals.consumers:
+            render.console.print(render.consumers_table(totals.consumers))
 
 
 @app.command()
@@ -179,7 +182,7 @@ def chat(
             raise ConfigurationError(
                 "chat needs an LLM: set PARTNER_MEMORY_LLM_BASE_URL and PARTNER_MEMORY_LLM_MODEL"
             )
-        with opened_store(db, create=True) as store:
+        with opened_store(db, write=True) as store:
             memory = PartnerMemory(store, namespace, llm=settings)
             client = ChatClient(settings)
             interactive = sys.stdin.isatty()

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from partner_memory.model import MemorySlice, Message, NamespaceInfo, UnitInfo
+from partner_memory.model import ConsumerStatus, MemorySlice, Message, NamespaceInfo, UnitInfo
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -70,4 +70,17 @@ def namespaces_table(namespaces: Sequence[NamespaceInfo]) -> Table:
     table.add_column("units", justify="right")
     for n in namespaces:
         table.add_row(escape(n.name), escape(n.memory_session_id), str(n.unit_count))
+    return table
+
+
+def consumers_table(consumers: Sequence[ConsumerStatus]) -> Table:
+    table = Table(title="AfterRolling consumers", title_justify="left")
+    table.add_column("consumer", overflow="fold")
+    table.add_column("log position", justify="right")
+    table.add_column("failures", justify="right")
+    table.add_column("last failure", overflow="fold")
+    for c in consumers:
+        position = f"{c.position} / {c.head}" if c.durable else "in memory"
+        last = f"{when(c.last_failure_at)} {c.last_error}" if c.last_error else "-"
+        table.add_row(escape(c.name), position, str(c.failures), escape(last))
     return table

@@ -80,7 +80,9 @@ def ingest(
     started = time.perf_counter()
     ids = [m.id for m in transcript.messages]
     done = memory.core.store.stored_message_ids(memory.namespace, ids)
-    done.update(m.id for m in memory.trajectory.snapshot())
+    held = memory.trajectory.snapshot()
+    done.update(m.id for m in held)
+    window = len(held)
     pending = [m for m in transcript.messages if m.id not in done]
     if progress and len(pending) < len(transcript.messages):
         progress(len(transcript.messages) - len(pending))
@@ -88,7 +90,8 @@ def ingest(
     batch: list[Message] = []
 
     def record() -> None:
-        memory.record_messages(batch, interaction=clock())
+        nonlocal window
+        window = memory.record_messages(batch, interaction=clock())
         if progress:
             progress(len(batch))
         batch.clear()
@@ -107,8 +110,10 @@ def ingest(
                 memory.rolling.wait()
                 memory.check_idle()
         batch.append(message)
-        if len(memory.trajectory) + len(batch) >= memory.settings.max_messages:
-            record()
+        if window + len(batch) >= memory.settings.max_messages:
+            window = len(memory.trajectory)  # a rolling may have trimmed it meanwhile
+            if window + len(batch) >= memory.settings.max_messages:
+                record()
     if batch:
         record()
     recorded = len(pending)

@@ -1,16 +1,18 @@
 """DialogRolling (R13-R16, R19): turn the trajectory into memory slices in the background.
 
 Two triggers: the count trigger after a recorded turn (the window is too
-long; keep the newest sixth) and the idle trigger from a periodic check
-(nobody spoke for an hour; keep nothing and start a new memory session).
-At most one rolling runs per memory: a trigger while one runs returns at
-once. The caller's turn never waits for the LLM.
+long; keep the newest sixth) and the idle trigger from the service's
+scheduler (nobody spoke for an hour; keep nothing and start a new memory
+session). At most one rolling runs per namespace across every process: a
+rolling first takes the namespace's lease in the database, and a trigger
+that finds it taken returns at once. The caller's turn never waits for the LLM.
 
-A rolling: snapshot the window, work out the increment not yet stored (by
-message id), compress long messages and summarise (for the summary only -
-originals are stored), append to the unit, put a `dialog_history` block in
-the context workspace, trim the window, and hand the result to the
-AfterRolling consumers.
+A rolling: take the lease and snapshot the shared window, work out the
+increment not yet stored (by message id), compress long messages and
+summarise (for the summary only - originals are stored), then commit in one
+transaction: the slice, its log entry, the trimmed window, the idle
+rolling's new session and the lease's release. Then the `dialog_history`
+block goes into the context workspace and the AfterRolling consumers run.
 """
 
 from __future__ import annotations
@@ -18,20 +20,26 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import NamedTuple
 
 from partner_memory.clock import Clock
 from partner_memory.context import ContextBlock, ContextWorkspace, Domain
 from partner_memory.core import MemoryCore
-from partner_memory.model import MemorySlice, Message, RollingRecord
+from partner_memory.model import MemorySlice, Message, RollingCost, TrajectoryState, new_id
 from partner_memory.rolling.after_rolling import AfterRollingRegistry, RollingResult
 from partner_memory.rolling.compress import MessageCompressor
+from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.rolling.llm import UsageMeter
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.rolling.summarize import SummarizerChain
-from partner_memory.trajectory import Trajectory
+from partner_memory.store.base import RollingCommit
+from partner_memory.trajectory import Trajectory, dropped_ids
+
+#: Errors kept per namespace for inspection; the log has the rest.
+MAX_ERRORS = 100
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +69,25 @@ def dialog_history_block(
 
 
 class Moment(NamedTuple):
-    """What a rolling covers, fixed when it is triggered."""
+    """What a rolling covers, fixed when its lease is taken."""
 
     snapshot: tuple[Message, ...]
     last_interaction: int | None
     #: The slice's time (ms).
     at: int
+    idle: bool
+
+
+def idle_due(state: TrajectoryState, now: int, idle_after_ms: int) -> bool:
+    """R14: more than the idle time since the last interaction, not yet rolled for it."""
+    last = state.last_interaction
+    if last is None or last == state.idle_rolled_for or len(state.messages) <= 1:
+        return False
+    return now - last > idle_after_ms
 
 
 class DialogRolling:
-    """The rolling engine of one namespace."""
+    """The rolling engine of one namespace, running on its service's executor."""
 
     def __init__(
         self,
@@ -83,8 +100,12 @@ class DialogRolling:
         compressor: MessageCompressor,
         settings: RollingSettings,
         clock: Clock,
+        leases: LeaseKeeper,
+        executor: Executor,
     ) -> None:
         self._core = core
+        self._store = core.store
+        self._namespace = core.namespace
         self._trajectory = trajectory
         self._workspace = workspace
         self._after_rolling = after_rolling
@@ -92,80 +113,105 @@ class DialogRolling:
         self._compressor = compressor
         self.settings = settings
         self._clock = clock
-        self._running = threading.Lock()  # the single-flight flag of R15
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pm-rolling")
-        self._idle_rolled_for: int | None = None
+        self._leases = leases
+        self._executor = executor
+        # single flight inside this process; the lease does it across processes
+        self._running = threading.Lock()
+        self._seen = 0  # the newest log entry whose block is in the workspace
+        self._context_lock = threading.Lock()
         self.errors: list[BaseException] = []
 
     # -- triggers ----------------------------------------------------------------
 
-    def after_turn(self) -> Future[RollingResult | None] | None:
+    def after_turn(self, window_length: int) -> Future[RollingResult | None] | None:
         """R13: the count trigger, checked after every recorded turn."""
-        if len(self._trajectory) >= self.settings.max_messages:
-            return self.trigger(idle=False)
+        if window_length >= self.settings.max_messages:
+            return self.trigger(idle=False, recheck=True)
         return None
 
     def idle_due(self) -> bool:
-        """R14: more than the idle time since the last interaction, not yet rolled for it."""
-        last = self._trajectory.last_interaction
-        if last is None or last == self._idle_rolled_for or len(self._trajectory) <= 1:
-            return False
-        return self._clock() - last > self.settings.idle_after_ms
+        """R14, judged on the namespace's shared last interaction."""
+        state = self._store.load_trajectory(self._namespace)
+        return idle_due(state, self._clock(), self.settings.idle_after_ms)
 
     def check_idle(self) -> Future[RollingResult | None] | None:
         """R14: the idle trigger; fires once per quiet period."""
-        return self.trigger(idle=True) if self.idle_due() else None
+        return self.trigger(idle=True, recheck=True) if self.idle_due() else None
 
-    def trigger(self, *, idle: bool) -> Future[RollingResult | None] | None:
-        """Start a rolling in the background, or return None if one is running (R15).
+    def trigger(self, *, idle: bool, recheck: bool = False) -> Future[RollingResult | None] | None:
+        """Start a rolling in the background, or return None if one is running anywhere (R15).
 
-        The snapshot and the rolling's time are taken here, in the caller's
-        thread, so what a rolling covers does not depend on thread scheduling.
+        The lease and the snapshot are taken here, in the caller's thread, so
+        what a rolling covers does not depend on thread scheduling. With
+        `recheck`, the trigger's condition is judged again under the lease.
         """
         if not self._running.acquire(blocking=False):
             return None
         try:
-            return self._executor.submit(self._guarded, self._moment(idle), idle)
+            moment = self._begin(idle, wait=False, recheck=recheck)
+            if moment is None:
+                self._running.release()
+                return None
+        except BaseException:
+            self._running.release()
+            raise
+        try:
+            return self._executor.submit(self._guarded, moment)
         except RuntimeError:  # shut down
+            self._leases.release(self._namespace)
             self._running.release()
             return None
 
-    def _moment(self, idle: bool) -> Moment:
-        """The snapshot, last interaction and slice time at the moment a rolling is triggered.
+    def _begin(self, idle: bool, *, wait: bool, recheck: bool) -> Moment | None:
+        """Take the lease and fix the moment; None (lease given back) if there is nothing to do.
 
-        An idle rolling is dated when the idle timer would have fired: an hour
-        after the last interaction (or now, if sooner), so a replayed slice keeps
-        its conversation's date rather than the next conversation's.
+        A triggered rolling re-checks its trigger on the shared state it now
+        owns: another process may have rolled, or spoken, meanwhile. An idle
+        rolling is dated when the idle timer would have fired - an hour after
+        the last interaction (or now, if sooner) - so a replayed slice keeps
+        its conversation's date.
         """
-        snapshot = self._trajectory.snapshot()
-        last = self._trajectory.last_interaction
+        ns = self._namespace
+        state = self._leases.acquire(ns) if wait else self._leases.try_acquire(ns)
+        if state is None:
+            return None
         now = self._clock()
+        last = state.last_interaction
+        if recheck:
+            still_due = (
+                idle_due(state, now, self.settings.idle_after_ms)
+                if idle
+                else len(state.messages) >= self.settings.max_messages
+            )
+            if not still_due:
+                self._leases.release(ns)
+                return None
         if idle and last is not None:
             now = min(now, last + self.settings.idle_after_ms + 1)
-        return Moment(snapshot, last, now)
+        return Moment(tuple(state.messages), last, now, idle)
 
-    def _guarded(self, moment: Moment, idle: bool) -> RollingResult | None:
+    def _guarded(self, moment: Moment) -> RollingResult | None:
         try:
-            return self._roll(moment, idle)
+            return self._roll(moment)
         except BaseException as exc:
-            log.exception("rolling failed")
+            log.exception("rolling of %r failed", self._namespace)
             self.errors.append(exc)
+            del self.errors[:-MAX_ERRORS]
             raise
         finally:
             self._running.release()
 
     def roll_now(self, *, idle: bool = False) -> RollingResult | None:
-        """Roll in the caller's thread, after any rolling in flight has finished."""
+        """Roll in the caller's thread, after any rolling in flight (here or elsewhere)."""
         with self._running:
-            return self._roll(self._moment(idle), idle)
+            moment = self._begin(idle, wait=True, recheck=False)
+            assert moment is not None  # waiting for the lease always ends with it
+            return self._roll(moment)
 
     def wait(self) -> None:
-        """Return once no rolling is in flight."""
+        """Return once no rolling of this process is in flight for this namespace."""
         with self._running:
             pass
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=True)
 
     # -- one rolling ---------------------------------------------------------------
 
@@ -177,55 +223,55 @@ class DialogRolling:
         its accidents: equal texts never match, and messages a refreshed
         session left in the window are not stored twice.
         """
-        stored = self._core.store.stored_message_ids(self._core.namespace, [m.id for m in snapshot])
+        stored = self._store.stored_message_ids(self._namespace, [m.id for m in snapshot])
         return [m for m in snapshot if m.id not in stored]
 
-    def _end_session(self, moment: Moment) -> None:
-        """R14: after an idle rolling the next conversation goes to a new unit."""
-        self._core.refresh_memory_session()
-        self._idle_rolled_for = moment.last_interaction
+    def _roll(self, moment: Moment) -> RollingResult | None:
+        """One rolling under the lease; the lease is always committed or given back."""
+        try:
+            return self._roll_leased(moment)
+        finally:
+            self._leases.release(self._namespace)
 
-    def _roll(self, moment: Moment, idle: bool) -> RollingResult | None:
-        snapshot, started_at = moment.snapshot, moment.at
+    def _commit(self, commit: RollingCommit) -> None:
+        self._store.commit_rolling(self._namespace, commit)
+        self._leases.committed(self._namespace)
+        self.sync_context()
+
+    def _roll_leased(self, moment: Moment) -> RollingResult | None:
+        snapshot, idle = moment.snapshot, moment.idle
         began = time.perf_counter()
         if len(snapshot) <= 1:
+            if idle and moment.last_interaction is not None:
+                self._store.mark_idle_checked(self._namespace, moment.last_interaction)
             return None
         divisor = None if idle else self.settings.retain_divisor
         increment = self._increment(snapshot)
         if not increment:
-            if idle:
-                self._end_session(moment)
+            if idle:  # R16: nothing new, but the quiet still ends the session
+                self._commit(self._commit_for(moment, [], "", RollingCost("none"), None))
             return None
         own_ms = (time.perf_counter() - began) * 1000
         meter = UsageMeter()
         compressed = self._compressor.compress(increment, meter)
         summary = self._summarizer.summarize(compressed, meter)
         resumed = time.perf_counter()
-        update = self._core.update_memory_unit(
-            increment, summary.text, summarizer=summary.summarizer, timestamp=started_at
-        )
-        self._workspace.register(dialog_history_block(update.unit.id, update.slice, self.settings))
-        self._trajectory.roll_with_snapshot(snapshot, divisor)
-        if idle:
-            self._end_session(moment)
+        commit = self._commit_for(moment, increment, summary.text, RollingCost("none"), divisor)
         own_ms += (time.perf_counter() - resumed) * 1000
-        self._core.store.record_rolling(
-            self._core.namespace,
-            RollingRecord(
-                unit_id=update.unit.id,
-                slice_id=update.slice.id,
-                started_at=started_at,
-                idle=idle,
-                messages=len(increment),
-                summarizer=summary.summarizer,
-                llm_calls=meter.calls,
-                prompt_tokens=meter.prompt_tokens,
-                completion_tokens=meter.completion_tokens,
-                llm_ms=meter.latency_ms,
-                pipeline_ms=own_ms,
-                fallbacks=tuple(meter.fallbacks),
-            ),
+        cost = RollingCost(
+            summarizer=summary.summarizer,
+            llm_calls=meter.calls,
+            prompt_tokens=meter.prompt_tokens,
+            completion_tokens=meter.completion_tokens,
+            llm_ms=meter.latency_ms,
+            pipeline_ms=own_ms,
+            fallbacks=tuple(meter.fallbacks),
         )
+        committed = self._store.commit_rolling(self._namespace, replace(commit, cost=cost))
+        self._leases.committed(self._namespace)
+        update = committed.update
+        assert update is not None
+        self.sync_context()
         result = RollingResult(
             memory_unit=update.unit,
             memory_slice=update.slice,
@@ -238,9 +284,53 @@ class DialogRolling:
         self._after_rolling.trigger(result)
         return result
 
+    def _commit_for(
+        self,
+        moment: Moment,
+        increment: list[Message],
+        summary: str,
+        cost: RollingCost,
+        divisor: int | None,
+    ) -> RollingCommit:
+        return RollingCommit(
+            holder=self._leases.holder,
+            messages=increment,
+            summary=summary,
+            slice_id=new_id(),
+            timestamp=moment.at,
+            cost=cost,
+            drop=dropped_ids(moment.snapshot, divisor),
+            rolling_size=len(moment.snapshot),
+            retain_divisor=divisor,
+            idle=moment.idle,
+            last_interaction=moment.last_interaction,
+            new_session_id=new_id() if moment.idle else None,
+        )
+
+    # -- context -------------------------------------------------------------------
+
     def restore_context(self) -> int:
         """Put the newest slices back in context, oldest first, as a restarted agent needs."""
-        recent = self._core.store.recent_slices(self._core.namespace, self.settings.restore_slices)
-        for unit_id, memory_slice in reversed(recent):
-            self._workspace.register(dialog_history_block(unit_id, memory_slice, self.settings))
+        with self._context_lock:
+            self._seen = self._store.log_head(self._namespace)
+            recent = self._store.recent_slices(self._namespace, self.settings.restore_slices)
+            for unit_id, memory_slice in reversed(recent):
+                self._workspace.register(dialog_history_block(unit_id, memory_slice, self.settings))
         return len(recent)
+
+    def sync_context(self) -> int:
+        """Bring in the dialog_history of rollings committed since, by any process (R19)."""
+        with self._context_lock:
+            head = self._store.log_head(self._namespace)
+            if head <= self._seen:
+                return 0
+            newest = self.settings.restore_slices  # far behind: only the newest count
+            entries = self._store.read_log(
+                self._namespace, max(self._seen, head - newest), limit=newest
+            )
+            for entry in entries:
+                self._workspace.register(
+                    dialog_history_block(entry.unit.id, entry.slice, self.settings)
+                )
+                self._seen = entry.seq
+        return len(entries)

@@ -29,6 +29,9 @@ class RollingSettings:
     activate: float = 10.0
     #: How many of the newest slices are put back in context when a memory opens.
     restore_slices: int = 5
+    #: R15 across processes: a rolling's lease lasts this long (s) unless renewed,
+    #: so a killed process blocks the namespace's rolling for at most this long.
+    lease_ttl_s: float = 60.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -39,5 +42,7 @@ class RollingSettings:
                 )
         if self.max_messages < 2:
             raise ConfigurationError("rolling setting max_messages must be at least 2")
+        if self.lease_ttl_s < 0.5:
+            raise ConfigurationError("rolling setting lease_ttl_s must be at least 0.5 s")
         if self.compress_limit < 40:
             raise ConfigurationError("rolling setting compress_limit must be at least 40")

@@ -6,29 +6,61 @@ from pathlib import Path
 
 from partner_memory.errors import ConfigurationError
 from partner_memory.settings import DEFAULT_BUSY_TIMEOUT
-from partner_memory.store.base import MemoryStore, UnitWrite
+from partner_memory.store.base import (
+    CommittedRolling,
+    LogStore,
+    LogTransaction,
+    MemoryStore,
+    RollingCommit,
+    UnitStore,
+    UnitWrite,
+    WindowStore,
+)
+from partner_memory.store.dialect import Capability, Dialect
 
-__all__ = ["MemoryStore", "UnitWrite", "open_store"]
+__all__ = [
+    "Capability",
+    "CommittedRolling",
+    "Dialect",
+    "LogStore",
+    "LogTransaction",
+    "MemoryStore",
+    "RollingCommit",
+    "UnitStore",
+    "UnitWrite",
+    "WindowStore",
+    "open_store",
+]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def open_store(
-    database: str | Path, *, create: bool = True, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+    database: str | Path,
+    *,
+    create: bool = True,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    read_only: bool = False,
 ) -> MemoryStore:
     """Open the store a setting names: a `postgresql://` URL, else a SQLite file path.
 
     With `create=False` a missing SQLite file is an error instead of a new,
     empty database, so read-only commands never leave files behind.
-    `busy_timeout` is how long a SQLite writer waits for another's lock.
+    `read_only=True` never writes (SQLite `mode=ro`, PostgreSQL read-only
+    transactions) and implies `create=False`. `busy_timeout` is how long a
+    SQLite writer waits for another's lock.
     """
+    if not isinstance(database, str | Path):
+        raise ConfigurationError(
+            f"the database setting must be a path or URL, got {type(database).__name__}"
+        )
     text = str(database).strip()
     if not text:
         raise ConfigurationError("the database setting (--db / PARTNER_MEMORY_DB) is empty")
     if text.startswith(_POSTGRES_SCHEMES):
         from partner_memory.store.postgres import PostgresStore
 
-        return PostgresStore(text)
+        return PostgresStore(text, read_only=read_only)
     if text.startswith("sqlite:///"):
         text = text.removeprefix("sqlite:///")
     elif "://" in text:
@@ -39,4 +71,4 @@ def open_store(
         )
     from partner_memory.store.sqlite import SQLiteStore
 
-    return SQLiteStore(text, create=create, busy_timeout=busy_timeout)
+    return SQLiteStore(text, create=create, busy_timeout=busy_timeout, read_only=read_only)

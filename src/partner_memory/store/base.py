@@ -1,26 +1,34 @@
-"""The store contract: the few verbs a backend implements.
+"""The store contract: the few verbs a backend implements, in layers.
 
-Everything richer (sessions, paging, slice-to-message reads, import/export)
-is built once on top of these in `MemoryCore` and `interop`, never per backend.
-Each verb is one transaction; `append` and `write_units` are all-or-nothing.
+`UnitStore` keeps units and slices; `WindowStore` adds a namespace's live
+state (window, activity, rolling lease); `LogStore` adds the ordered rolling
+log and its consumers. `MemoryStore` is all three, plus optional
+`capabilities`. Everything richer (sessions, paging, slice-to-message reads,
+import/export) is built once on top, never per backend. Each verb is one
+transaction and all-or-nothing. Unless a verb says otherwise, an unknown
+namespace raises NotFoundError, refused input InvalidInputError, a lost race
+ConflictError, and an unreachable or locked database StorageUnavailableError.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from partner_memory.model import (
+    ConsumerStatus,
+    LogEntry,
     MemorySlice,
     Message,
     NamespaceInfo,
-    RollingRecord,
+    RollingCost,
     RollingTotals,
     TrajectoryState,
     UnitInfo,
     UnitUpdate,
 )
+from partner_memory.store.dialect import Capability, Dialect
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,13 +47,63 @@ class UnitWrite:
     slices: Sequence[MemorySlice]
 
 
+@dataclass(frozen=True, slots=True)
+class RollingCommit:
+    """Everything one rolling writes, committed at once by `commit_rolling`."""
+
+    #: The lease holder; the commit is refused if the lease is no longer its.
+    holder: str
+    #: The increment (R16), stored as a new slice; empty: no slice, no log entry.
+    messages: Sequence[Message]
+    summary: str
+    slice_id: str
+    timestamp: int
+    cost: RollingCost
+    #: Window message ids to remove (R12).
+    drop: Sequence[str]
+    rolling_size: int
+    retain_divisor: int | None
+    idle: bool
+    #: The last interaction an idle rolling covers (R14 fires once per quiet).
+    last_interaction: int | None = None
+    #: A new memory session to switch to (after an idle rolling), or None.
+    new_session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedRolling:
+    """What `commit_rolling` wrote: the unit update and log position, if a slice was stored."""
+
+    update: UnitUpdate | None
+    seq: int | None
+
+
+class LogTransaction(Protocol):
+    """One store transaction as a durable consumer sees it: `?`-style SQL, rows back."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    def execute(self, query: str, params: Sequence[Any] = ...) -> list[tuple[Any, ...]]: ...
+
+
 @runtime_checkable
-class MemoryStore(Protocol):
-    """Durable, namespaced storage of memory units; implemented by each backend."""
+class UnitStore(Protocol):
+    """Durable, namespaced storage of memory units and slices."""
 
     @property
     def url(self) -> str:
         """Where the store lives, safe to print (no password)."""
+        ...
+
+    @property
+    def read_only(self) -> bool:
+        """True when opened read-only: every write verb raises ConfigurationError."""
+        ...
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Optional features this backend offers."""
         ...
 
     def ensure_namespace(self, namespace: str, session_id: str) -> NamespaceInfo:
@@ -70,7 +128,10 @@ class MemoryStore(Protocol):
         timestamp: int,
         summarizer: str | None = None,
     ) -> UnitUpdate:
-        """R5 in one transaction: get-or-create the current session's unit and extend it."""
+        """R5 in one transaction: get-or-create the current session's unit and extend it.
+
+        Raises ConflictError if a message id is already stored in the namespace.
+        """
         ...
 
     def write_units(
@@ -117,20 +178,6 @@ class MemoryStore(Protocol):
 
     def get_slice(self, namespace: str, unit_id: str, slice_id: str) -> MemorySlice | None: ...
 
-    # -- what the rolling pipeline keeps ----------------------------------------
-
-    def load_trajectory(self, namespace: str) -> TrajectoryState:
-        """The persisted conversation window, oldest first (R9)."""
-        ...
-
-    def append_trajectory(
-        self, namespace: str, messages: Sequence[Message], *, last_interaction: int | None
-    ) -> None:
-        """Append to the window; message ids are unique per namespace's window."""
-        ...
-
-    def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None: ...
-
     def stored_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored in one of the namespace's units."""
         ...
@@ -139,8 +186,117 @@ class MemoryStore(Protocol):
         """The newest slices of the namespace as (unit id, slice), newest first."""
         ...
 
-    def record_rolling(self, namespace: str, record: RollingRecord) -> None: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class WindowStore(Protocol):
+    """A namespace's live state, shared by every process: window, activity, rolling lease."""
+
+    def load_trajectory(self, namespace: str) -> TrajectoryState:
+        """The persisted conversation window, oldest first (R9), and its activity."""
+        ...
+
+    def trajectory_length(self, namespace: str) -> int: ...
+
+    def append_trajectory(
+        self,
+        namespace: str,
+        messages: Sequence[Message],
+        *,
+        last_interaction: int | None = None,
+        structured: Collection[str] = (),
+        drop_structured: bool = False,
+    ) -> int:
+        """Append to the window in recording order; returns the window's new length.
+
+        `structured` names the ids of structured prompts among `messages`;
+        `drop_structured` first removes those the window holds (R10).
+        `last_interaction` (ms), if given, becomes the namespace's. An id
+        already in the window raises InvalidInputError.
+        """
+        ...
+
+    def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None: ...
+
+    def begin_rolling(
+        self, namespace: str, holder: str, *, ttl_ms: int, replacing: str | None = None
+    ) -> TrajectoryState | None:
+        """Take the namespace's rolling lease for `ttl_ms` and snapshot the window.
+
+        None if another holder's lease has not expired (R15 across processes).
+        A lease a killed process left behind expires on its own; `replacing`
+        takes over the lease of that holder at once (one known to be dead).
+        """
+        ...
+
+    def renew_leases(self, holder: str, *, ttl_ms: int) -> None:
+        """Extend every lease `holder` holds, while its rollings are still running."""
+        ...
+
+    def release_rolling(self, namespace: str, holder: str) -> None: ...
+
+    def rolling_holder(self, namespace: str) -> str | None:
+        """Who holds the namespace's unexpired rolling lease, if anyone."""
+        ...
+
+    def idle_candidates(self, before: int, *, limit: int = 1000) -> list[str]:
+        """Namespaces quiet since before `before` (ms) and not rolled for that quiet yet."""
+        ...
+
+    def mark_idle_checked(self, namespace: str, last_interaction: int) -> None:
+        """Record that the quiet after `last_interaction` needs no idle rolling."""
+        ...
+
+
+@runtime_checkable
+class LogStore(Protocol):
+    """The ordered per-namespace rolling log, and the consumers that follow it."""
+
+    def commit_rolling(self, namespace: str, commit: RollingCommit) -> CommittedRolling:
+        """Store the slice, log it, trim the window, switch session, release the lease: at once.
+
+        Raises ConflictError if the lease is not the committer's, or a message
+        of the increment is already stored.
+        """
+        ...
+
+    def log_head(self, namespace: str) -> int:
+        """The sequence number of the namespace's newest rolling (0: none)."""
+        ...
+
+    def read_log(self, namespace: str, after: int, *, limit: int = 100) -> list[LogEntry]:
+        """Rollings with sequence numbers above `after`, oldest first."""
+        ...
+
+    def run_in_transaction(self, work: Callable[[LogTransaction], None]) -> None:
+        """Run `work` in one write transaction (a durable consumer's set-up)."""
+        ...
+
+    def follow_log(
+        self, consumer: str, namespace: str, apply: Callable[[LogTransaction, LogEntry], None]
+    ) -> LogEntry | None:
+        """Apply the consumer's next rolling and advance its position, in one transaction.
+
+        None when it is caught up. If `apply` raises, nothing is written.
+        """
+        ...
+
+    def lagging_namespaces(self, consumer: str, *, limit: int = 1000) -> list[str]:
+        """Namespaces whose log has rollings the consumer has not processed."""
+        ...
+
+    def record_consumer_failure(
+        self, consumer: str, namespace: str, *, durable: bool, error: str, at: int
+    ) -> None: ...
+
+    def consumer_status(self, namespace: str) -> list[ConsumerStatus]: ...
 
     def rolling_totals(self, namespace: str) -> RollingTotals: ...
+
+
+@runtime_checkable
+class MemoryStore(UnitStore, WindowStore, LogStore, Protocol):
+    """Everything a backend implements."""
 
     def close(self) -> None: ...

@@ -1,15 +1,44 @@
 """The schema, as ordered migration steps shared by every SQL backend.
 
-`{serial}` stands for the backend's auto-numbered primary key type. Step i
-moves a database from version i to i + 1; add steps at the end, never edit
-one that has been released.
+`{serial}` stands for the backend's auto-numbered primary key type. A
+statement that must differ per backend is a `PerBackend`. Step i moves a
+database from version i to i + 1; add steps at the end, never edit one that
+has been released.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from partner_memory.store.dialect import Dialect
+
 SCHEMA_TABLE = "partner_memory_schema"
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+
+@dataclass(frozen=True, slots=True)
+class PerBackend:
+    """One statement spelled per dialect name; a backend missing from it skips the statement."""
+
+    sqlite: str = ""
+    postgresql: str = ""
+
+    def for_dialect(self, dialect: Dialect) -> str:
+        return str(getattr(self, dialect.name, ""))
+
+
+Statement = str | PerBackend
+
+
+def migration_steps(dialect: Dialect) -> list[list[str]]:
+    """Every step's statements as `dialect` runs them."""
+    steps: list[list[str]] = []
+    for step in MIGRATIONS:
+        statements = [s.for_dialect(dialect) if isinstance(s, PerBackend) else s for s in step]
+        steps.append([s.format(serial=dialect.serial_type) for s in statements if s])
+    return steps
+
+
+MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
     (
         """CREATE TABLE namespaces (
             id {serial},
@@ -91,5 +120,42 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             fallbacks TEXT NOT NULL
         )""",
         "CREATE INDEX rollings_by_namespace ON rollings (namespace_id, pk)",
+    ),
+    # step 3: the namespace's state lives in the database, shared by every process -
+    # structured prompts in the window, the quiet period an idle rolling covered,
+    # the rolling lease, the ordered rolling log and its consumers' positions.
+    (
+        "ALTER TABLE trajectory ADD COLUMN structured INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE activity ADD COLUMN idle_rolled_for BIGINT NOT NULL DEFAULT -1",
+        "ALTER TABLE namespaces ADD COLUMN rolling_seq BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE rollings ADD COLUMN seq BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE rollings ADD COLUMN rolling_size BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE rollings ADD COLUMN retain_divisor BIGINT",
+        "ALTER TABLE rollings ADD COLUMN unit_slices BIGINT NOT NULL DEFAULT 0",
+        """UPDATE rollings SET seq = (
+            SELECT COUNT(*) FROM rollings r WHERE r.namespace_id = rollings.namespace_id
+            AND r.pk <= rollings.pk)""",
+        """UPDATE namespaces SET rolling_seq = (
+            SELECT COUNT(*) FROM rollings r WHERE r.namespace_id = namespaces.id)""",
+        "CREATE UNIQUE INDEX rollings_log ON rollings (namespace_id, seq)",
+        # what the idle scheduler reads: only namespaces not yet rolled for their quiet
+        "CREATE INDEX activity_idle ON activity (last_interaction)"
+        " WHERE idle_rolled_for <> last_interaction",
+        """CREATE TABLE rolling_leases (
+            namespace_id BIGINT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            expires_at BIGINT NOT NULL
+        )""",
+        """CREATE TABLE consumers (
+            name TEXT NOT NULL,
+            namespace_id BIGINT NOT NULL,
+            durable INTEGER NOT NULL,
+            position BIGINT NOT NULL DEFAULT 0,
+            failures BIGINT NOT NULL DEFAULT 0,
+            last_error TEXT,
+            last_failure_at BIGINT,
+            PRIMARY KEY (name, namespace_id)
+        )""",
+        "CREATE INDEX consumers_by_namespace ON consumers (namespace_id)",
     ),
 )

@@ -8,9 +8,9 @@ drift apart; `sql_base` holds the hooks a backend provides.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-from partner_memory.errors import ConfigurationError, ConflictError, NotFoundError
+from partner_memory.errors import ConfigurationError, ConflictError
 from partner_memory.model import (
     MemorySlice,
     Message,
@@ -19,7 +19,7 @@ from partner_memory.model import (
     UnitUpdate,
 )
 from partner_memory.store.base import UnitWrite
-from partner_memory.store.schema import MIGRATIONS, SCHEMA_TABLE
+from partner_memory.store.schema import MIGRATIONS, SCHEMA_TABLE, migration_steps
 from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
     SLICE_COLUMNS,
@@ -28,7 +28,7 @@ from partner_memory.store.sql_base import (
     slice_from_row,
     unit_from_row,
 )
-from partner_memory.store.sql_pipeline import PipelineSql
+from partner_memory.store.sql_log import LogSql
 
 __all__ = ["MIGRATIONS", "SCHEMA_TABLE", "SqlStore"]
 
@@ -39,12 +39,6 @@ _NAMESPACE_COLUMNS = """
 """
 _UNIT_COLUMNS = "SELECT unit_id, timestamp, message_count, slice_count FROM units"
 _SLICE_COLUMNS = f"SELECT {SLICE_COLUMNS} FROM slices"
-
-
-class _UnitRow(NamedTuple):
-    pk: int
-    message_count: int
-    slice_count: int
 
 
 def _namespace_info(row: Sequence[Any]) -> NamespaceInfo:
@@ -62,17 +56,47 @@ def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
     return clauses, params
 
 
-class SqlStore(PipelineSql):
+class SqlStore(LogSql):
     """Shared implementation of `MemoryStore` over a DB-API connection."""
-
-    def _migrations(self) -> Sequence[Sequence[str]]:
-        return [[step.format(serial=self.serial_type) for step in steps] for steps in MIGRATIONS]
 
     # -- schema ------------------------------------------------------------------
 
+    def _read_version(self, cur: Cursor) -> int:
+        if self._run(cur, self.dialect.has_table, (SCHEMA_TABLE,)).fetchone() is None:
+            return 0
+        row = self._run(cur, f"SELECT MAX(version) FROM {SCHEMA_TABLE}").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def open_schema(self) -> int:
+        """Check the schema; migrate (taking the write lock) only when a step is due.
+
+        Opening an up-to-date database is a read, so it never waits for a
+        writer, and a read-only store refuses to open an outdated one.
+        """
+        steps = migration_steps(self.dialect)
+        with self._transaction(write=False) as cur:
+            version = self._read_version(cur)
+        self._check_version(version, len(steps))
+        if version == len(steps):
+            return version
+        if self.read_only:
+            raise ConfigurationError(
+                f"database {self.url} has schema version {version}, this partner-memory needs"
+                f" {len(steps)}; open it once for writing to upgrade it"
+            )
+        return self.migrate()
+
+    @staticmethod
+    def _check_version(version: int, newest: int) -> None:
+        if version > newest:
+            raise ConfigurationError(
+                f"database schema version {version} is newer than this version of"
+                f" partner-memory supports ({newest}); upgrade partner-memory"
+            )
+
     def migrate(self) -> int:
         """Bring the schema to the newest version, one transaction per step."""
-        steps = self._migrations()
+        steps = migration_steps(self.dialect)
         while True:
             with self._transaction(write=True) as cur:
                 self._lock_schema(cur)
@@ -81,11 +105,7 @@ class SqlStore(PipelineSql):
                 )
                 row = self._run(cur, f"SELECT MAX(version) FROM {SCHEMA_TABLE}").fetchone()
                 version = int(row[0]) if row and row[0] is not None else 0
-                if version > len(steps):
-                    raise ConfigurationError(
-                        f"database schema version {version} is newer than this version of"
-                        f" partner-memory supports ({len(steps)}); upgrade partner-memory"
-                    )
+                self._check_version(version, len(steps))
                 if version == len(steps):
                     return version
                 for statement in steps[version]:
@@ -94,8 +114,7 @@ class SqlStore(PipelineSql):
 
     def schema_version(self) -> int:
         with self._transaction(write=False) as cur:
-            row = self._run(cur, f"SELECT MAX(version) FROM {SCHEMA_TABLE}").fetchone()
-            return int(row[0]) if row and row[0] is not None else 0
+            return self._read_version(cur)
 
     # -- namespaces --------------------------------------------------------------
 
@@ -148,32 +167,13 @@ class SqlStore(PipelineSql):
         summarizer: str | None = None,
     ) -> UnitUpdate:
         with self._transaction(write=True) as cur:
-            row = self._run(
+            _, update = self._append_slice(
                 cur,
-                "SELECT id, memory_session_id FROM namespaces WHERE name = ?" + self.lock_clause,
-                (namespace,),
-            ).fetchone()
-            if row is None:
-                raise NotFoundError(f"namespace {namespace!r} not found")
-            namespace_id, session_id = int(row[0]), str(row[1])
-            unit = self._open_unit(cur, namespace_id, session_id, timestamp)
-            old_count, slice_count = unit.message_count, unit.slice_count
-            new_count = old_count + len(messages)
-            memory_slice = MemorySlice(
-                id=slice_id,
-                start_index=old_count,
-                end_index=new_count,
-                summary=summary,
-                timestamp=timestamp,
-                summarizer=summarizer,
+                namespace,
+                messages,
+                MemorySlice(slice_id, 0, 0, summary, timestamp, summarizer),
             )
-            self._extend_unit(
-                cur, unit, timestamp=timestamp, messages=messages, slices=[memory_slice]
-            )
-        info = UnitInfo(
-            id=session_id, timestamp=timestamp, message_count=new_count, slice_count=slice_count + 1
-        )
-        return UnitUpdate(unit=info, slice=memory_slice)
+        return update
 
     def write_units(
         self,
@@ -203,45 +203,6 @@ class SqlStore(PipelineSql):
             )
         self._extend_unit(
             cur, unit, timestamp=write.timestamp, messages=write.messages, slices=write.slices
-        )
-
-    def _open_unit(self, cur: Cursor, namespace_id: int, unit_id: str, timestamp: int) -> _UnitRow:
-        """A unit's pk and counts, the unit created empty when missing.
-
-        A statement of its own: under PostgreSQL's READ COMMITTED it sees what
-        the writer that held the namespace lock before us committed.
-        """
-        row = self._run(
-            cur,
-            "SELECT pk, message_count, slice_count FROM units"
-            " WHERE namespace_id = ? AND unit_id = ?",
-            (namespace_id, unit_id),
-        ).fetchone()
-        if row is None:
-            return _UnitRow(self._create_unit(cur, namespace_id, unit_id, timestamp), 0, 0)
-        return _UnitRow(int(row[0]), int(row[1]), int(row[2]))
-
-    def _extend_unit(
-        self,
-        cur: Cursor,
-        unit: _UnitRow,
-        *,
-        timestamp: int,
-        messages: Sequence[Message],
-        slices: Sequence[MemorySlice],
-    ) -> None:
-        """Append messages after the unit's last one, add slices, update its header."""
-        self._insert_messages(cur, unit.pk, unit.message_count, messages)
-        self._insert_slices(cur, unit.pk, slices)
-        self._run(
-            cur,
-            "UPDATE units SET timestamp = ?, message_count = ?, slice_count = ? WHERE pk = ?",
-            (
-                timestamp,
-                unit.message_count + len(messages),
-                unit.slice_count + len(slices),
-                unit.pk,
-            ),
         )
 
     # -- reads -------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """What every group of shared SQL verbs builds on: the backend hooks and helpers.
 
 A backend supplies connections, transactions, schema locking and the
-translation of its driver's errors. Queries use `?` placeholders; a backend
-whose driver wants another style rewrites them in `_sql`.
+translation of its driver's errors, and names its `Dialect`. Queries use `?`
+placeholders; the dialect puts them in the driver's style.
 """
 
 from __future__ import annotations
@@ -10,10 +10,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from partner_memory.errors import NotFoundError
-from partner_memory.model import MemorySlice, Message, UnitInfo, dump_metadata, load_metadata
+from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
+from partner_memory.model import (
+    MemorySlice,
+    Message,
+    UnitInfo,
+    UnitUpdate,
+    dump_metadata,
+    load_metadata,
+)
+from partner_memory.store.dialect import Capability, Dialect
 
 MESSAGE_COLUMNS = "message_id, role, content, timestamp, metadata"
 SLICE_COLUMNS = "slice_id, start_index, end_index, summary, timestamp, summarizer"
@@ -21,8 +29,17 @@ SLICE_COLUMNS = "slice_id, start_index, end_index, summary, timestamp, summarize
 ROWS_PER_INSERT = 500
 
 
+class UnitRow(NamedTuple):
+    pk: int
+    message_count: int
+    slice_count: int
+
+
 class Cursor(Protocol):
     """The part of a DB-API cursor the shared queries use."""
+
+    @property
+    def description(self) -> Any: ...
 
     def execute(self, query: Any, params: Sequence[Any] = ..., /) -> Any: ...
 
@@ -63,13 +80,33 @@ def values_clause(rows: int, columns: int) -> str:
     return ", ".join(["(" + ", ".join(["?"] * columns) + ")"] * rows)
 
 
+class SqlTransaction:
+    """A consumer's view of one store transaction: run `?`-style SQL, get rows back."""
+
+    __slots__ = ("_cur", "dialect")
+
+    def __init__(self, cur: Cursor, dialect: Dialect) -> None:
+        self._cur = cur
+        self.dialect = dialect
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._cur.execute(self.dialect.sql(query), params)
+        if self._cur.description is None:  # a statement without a result set
+            return []
+        return [tuple(r) for r in self._cur.fetchall()]
+
+
 class SqlBase(ABC):
     """Connection hooks a backend provides, and the helpers every query group shares."""
 
-    #: Appended to the namespace read that starts a write, to lock that row.
-    lock_clause = ""
-    #: Column type of an auto-numbered primary key.
-    serial_type = "INTEGER PRIMARY KEY"
+    dialect: Dialect
+    capabilities: frozenset[Capability] = frozenset()
+    read_only = False
+
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """Where the store lives, safe to print (no password)."""
 
     # -- what a backend provides -------------------------------------------------
 
@@ -81,17 +118,16 @@ class SqlBase(ABC):
     def _lock_schema(self, cur: Cursor) -> None:
         """Serialise concurrent migrations of one database."""
 
-    def _sql(self, query: str) -> str:
-        return query
-
     # -- helpers -----------------------------------------------------------------
 
     def _run(self, cur: Cursor, query: str, params: Sequence[Any] = ()) -> Cursor:
-        cur.execute(self._sql(query), params)
+        cur.execute(self.dialect.sql(query), params)
         return cur
 
     def _namespace_id(self, cur: Cursor, namespace: str, *, lock: bool = False) -> int:
-        query = "SELECT id FROM namespaces WHERE name = ?" + (self.lock_clause if lock else "")
+        query = "SELECT id FROM namespaces WHERE name = ?" + (
+            self.dialect.lock_clause if lock else ""
+        )
         row = self._run(cur, query, (namespace,)).fetchone()
         if row is None:
             raise NotFoundError(f"namespace {namespace!r} not found")
@@ -139,3 +175,108 @@ class SqlBase(ABC):
             (namespace_id, unit_id, timestamp),
         ).fetchone()
         return int(row[0])
+
+    def _open_unit(self, cur: Cursor, namespace_id: int, unit_id: str, timestamp: int) -> UnitRow:
+        """A unit's pk and counts, the unit created empty when missing.
+
+        A statement of its own: under PostgreSQL's READ COMMITTED it sees what
+        the writer that held the namespace lock before us committed.
+        """
+        row = self._run(
+            cur,
+            "SELECT pk, message_count, slice_count FROM units"
+            " WHERE namespace_id = ? AND unit_id = ?",
+            (namespace_id, unit_id),
+        ).fetchone()
+        if row is None:
+            return UnitRow(self._create_unit(cur, namespace_id, unit_id, timestamp), 0, 0)
+        return UnitRow(int(row[0]), int(row[1]), int(row[2]))
+
+    def _extend_unit(
+        self,
+        cur: Cursor,
+        unit: UnitRow,
+        *,
+        timestamp: int,
+        messages: Sequence[Message],
+        slices: Sequence[MemorySlice],
+    ) -> None:
+        """Append messages after the unit's last one, add slices, update its header."""
+        self._insert_messages(cur, unit.pk, unit.message_count, messages)
+        self._insert_slices(cur, unit.pk, slices)
+        self._run(
+            cur,
+            "UPDATE units SET timestamp = ?, message_count = ?, slice_count = ? WHERE pk = ?",
+            (
+                timestamp,
+                unit.message_count + len(messages),
+                unit.slice_count + len(slices),
+                unit.pk,
+            ),
+        )
+
+    def _stored_ids(self, cur: Cursor, namespace_id: int, message_ids: Sequence[str]) -> set[str]:
+        """Which ids a namespace's units hold; starts from the message-id index.
+
+        CROSS JOIN fixes SQLite's join order (messages by id first, then their
+        unit), so the cost follows the ids asked about, not the namespace.
+        """
+        found: set[str] = set()
+        for start in range(0, len(message_ids), ROWS_PER_INSERT):
+            chunk = message_ids[start : start + ROWS_PER_INSERT]
+            rows = self._run(
+                cur,
+                "SELECT m.message_id FROM messages m CROSS JOIN units u"
+                f" WHERE m.message_id IN ({', '.join(['?'] * len(chunk))})"
+                " AND u.pk = m.unit_pk AND u.namespace_id = ?",
+                (*chunk, namespace_id),
+            ).fetchall()
+            found.update(str(r[0]) for r in rows)
+        return found
+
+    def _append_slice(
+        self, cur: Cursor, namespace: str, messages: Sequence[Message], template: MemorySlice
+    ) -> tuple[int, UnitUpdate]:
+        """R5 inside the caller's transaction: extend the current session's unit by a slice.
+
+        Locks the namespace row first, so appends of one namespace serialise,
+        and refuses any message id the namespace already stores: whatever the
+        interleaving of processes, no message is stored twice.
+        """
+        row = self._run(
+            cur,
+            "SELECT id, memory_session_id FROM namespaces WHERE name = ?"
+            + self.dialect.lock_clause,
+            (namespace,),
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"namespace {namespace!r} not found")
+        namespace_id, session_id = int(row[0]), str(row[1])
+        ids = [m.id for m in messages]
+        if len(set(ids)) != len(ids):
+            twice = next(i for i in ids if ids.count(i) > 1)
+            raise InvalidInputError(f"message id {twice!r} appears twice in one update")
+        stored = self._stored_ids(cur, namespace_id, ids)
+        if stored:
+            raise ConflictError(
+                f"message id {min(stored)!r} is already stored in namespace {namespace!r}"
+            )
+        unit = self._open_unit(cur, namespace_id, session_id, template.timestamp)
+        memory_slice = MemorySlice(
+            id=template.id,
+            start_index=unit.message_count,
+            end_index=unit.message_count + len(messages),
+            summary=template.summary,
+            timestamp=template.timestamp,
+            summarizer=template.summarizer,
+        )
+        self._extend_unit(
+            cur, unit, timestamp=template.timestamp, messages=messages, slices=[memory_slice]
+        )
+        info = UnitInfo(
+            id=session_id,
+            timestamp=template.timestamp,
+            message_count=memory_slice.end_index,
+            slice_count=unit.slice_count + 1,
+        )
+        return namespace_id, UnitUpdate(unit=info, slice=memory_slice)

@@ -3,7 +3,9 @@
 WAL lets readers run while a writer commits; every write takes the write
 lock up front (BEGIN IMMEDIATE) so two writers never deadlock on upgrade.
 Each thread gets its own connection, as sqlite3 connections are not meant
-to be shared mid-transaction.
+to be shared mid-transaction. Read-only stores open the file with
+`mode=ro` and never write, so they can read a database in a directory they
+cannot write to.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 from partner_memory.errors import (
     ConfigurationError,
@@ -21,6 +24,7 @@ from partner_memory.errors import (
     PartnerMemoryError,
     StorageUnavailableError,
 )
+from partner_memory.store.dialect import SQLITE
 from partner_memory.store.sql import SqlStore
 from partner_memory.store.sql_base import Cursor
 
@@ -30,6 +34,8 @@ Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 class SQLiteStore(SqlStore):
     """A `MemoryStore` in one SQLite file."""
 
+    dialect = SQLITE
+
     def __init__(
         self,
         path: str | Path,
@@ -37,11 +43,13 @@ class SQLiteStore(SqlStore):
         create: bool = True,
         busy_timeout: float = 10.0,
         synchronous: Synchronous = "FULL",
+        read_only: bool = False,
     ) -> None:
         self._path = Path(path)
+        self.read_only = read_only
         if self._path.is_dir():
             raise ConfigurationError(f"database path {self._path} is a directory, not a file")
-        if not create and not self._path.exists():
+        if (read_only or not create) and not self._path.exists():
             raise ConfigurationError(f"database file {self._path} does not exist")
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"unknown SQLite synchronous mode {synchronous!r}")
@@ -55,7 +63,7 @@ class SQLiteStore(SqlStore):
         self._write_lock = threading.Lock()
         self._closed = False
         try:
-            self.migrate()
+            self.open_schema()
         except BaseException:
             self.close()
             raise
@@ -73,21 +81,40 @@ class SQLiteStore(SqlStore):
             if self._closed:
                 raise StorageUnavailableError(f"store {self._path} is closed")
             with self._translated():
-                conn = sqlite3.connect(
-                    self._path,
-                    timeout=self._busy_timeout,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
+                conn = self._open_connection()
                 try:
-                    conn.execute("PRAGMA journal_mode = WAL")
-                    conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                    if not self.read_only:
+                        conn.execute("PRAGMA journal_mode = WAL")
+                        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
                     conn.execute("PRAGMA foreign_keys = ON")
                 except BaseException:
                     conn.close()
                     raise
             self._connections.append(conn)
         return conn
+
+    def _open_connection(self) -> sqlite3.Connection:
+        if not self.read_only:
+            return self._sqlite_connect(self._path, uri=False)
+        uri = f"file:{quote(str(self._path.absolute()))}?mode=ro"
+        conn = self._sqlite_connect(uri, uri=True)
+        try:
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL database whose directory we cannot write to has no -shm file to
+            # share; nobody can be writing it then, so read it as immutable.
+            conn.close()
+            conn = self._sqlite_connect(uri + "&immutable=1", uri=True)
+        return conn
+
+    def _sqlite_connect(self, target: str | Path, *, uri: bool) -> sqlite3.Connection:
+        return sqlite3.connect(
+            target,
+            timeout=self._busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=uri,
+        )
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -98,6 +125,8 @@ class SQLiteStore(SqlStore):
 
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Cursor]:
+        if write and self.read_only:
+            raise ConfigurationError(f"database {self._path} is opened read-only")
         conn = self._connection()
         with self._write_lock if write else nullcontext(), self._translated():
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")

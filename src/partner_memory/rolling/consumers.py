@@ -1,0 +1,126 @@
+"""AfterRolling work of a whole service on one thread: in-memory consumers and durable followers.
+
+A durable consumer follows the rolling log: it writes its own rows and its
+position in the log in one transaction, so a crash can delay it but never
+make it skip or repeat a rolling. It catches up when registered, after each
+rolling this process commits, and periodically for rollings committed by
+other processes. A failing consumer stays at its position, is retried
+later, and its failures are counted in the store (shown by `stats`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Protocol, runtime_checkable
+
+from partner_memory.clock import Clock
+from partner_memory.errors import PartnerMemoryError
+from partner_memory.model import LogEntry
+from partner_memory.store.base import LogTransaction, MemoryStore
+
+log = logging.getLogger(__name__)
+
+#: Longest error text kept per failure.
+MAX_ERROR_CHARS = 500
+
+
+@runtime_checkable
+class DurableConsumer(Protocol):
+    """A consumer of the rolling log whose effects and position commit together."""
+
+    #: Its position in the log is kept under this name; keep it stable.
+    name: str
+
+    def setup(self, tx: LogTransaction) -> None:
+        """Create what the consumer writes to (idempotently: it runs on every start)."""
+        ...
+
+    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
+        """Process one rolling inside the transaction that advances the position."""
+        ...
+
+
+def describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
+class ConsumerDispatcher:
+    """Runs AfterRolling work in the background, one item at a time, for every namespace."""
+
+    def __init__(self, store: MemoryStore, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pm-after-rolling")
+        self._durable: list[DurableConsumer] = []
+        self._lock = threading.Lock()
+
+    @property
+    def durable(self) -> list[DurableConsumer]:
+        with self._lock:
+            return list(self._durable)
+
+    def submit(self, work: Callable[..., object], *args: Any) -> Future[Any]:
+        return self._executor.submit(work, *args)
+
+    def register(self, consumer: DurableConsumer) -> Future[None]:
+        """Set the consumer up, then catch it up on every namespace in the background."""
+        with self._lock:
+            if any(c.name == consumer.name for c in self._durable):
+                return self.submit(lambda: None)
+        self._store.run_in_transaction(consumer.setup)
+        with self._lock:
+            self._durable.append(consumer)
+        return self.submit(self._catch_up, [consumer])
+
+    def follow(self, namespace: str) -> None:
+        """A rolling was committed in `namespace`: let every durable consumer process it."""
+        if self.durable:
+            self.submit(self._follow_all, namespace)
+
+    def catch_up(self) -> Future[None]:
+        """Process whatever the log holds beyond each durable consumer's position."""
+        return self.submit(self._catch_up, self.durable)
+
+    def record_failure(self, consumer: str, namespace: str, *, durable: bool, error: str) -> None:
+        try:
+            self._store.record_consumer_failure(
+                consumer, namespace, durable=durable, error=error, at=self._clock()
+            )
+        except PartnerMemoryError as exc:  # a read-only or closed store: the log line remains
+            log.warning("could not record the failure of consumer %s: %s", consumer, exc)
+
+    def _catch_up(self, consumers: list[DurableConsumer]) -> None:
+        for consumer in consumers:
+            try:
+                lagging = self._store.lagging_namespaces(consumer.name)
+            except PartnerMemoryError as exc:
+                log.warning("consumer %s cannot read the log: %s", consumer.name, exc)
+                continue
+            for namespace in lagging:
+                self._follow(consumer, namespace)
+
+    def _follow_all(self, namespace: str) -> None:
+        for consumer in self.durable:
+            self._follow(consumer, namespace)
+
+    def _follow(self, consumer: DurableConsumer, namespace: str) -> None:
+        while True:
+            try:
+                entry = self._store.follow_log(consumer.name, namespace, consumer.apply)
+            except Exception as exc:
+                log.warning("durable consumer %s failed on %r: %r", consumer.name, namespace, exc)
+                self.record_failure(consumer.name, namespace, durable=True, error=describe(exc))
+                return
+            if entry is None:
+                return
+
+    def barrier(self) -> None:
+        """Return once everything submitted before this call has run."""
+        self.submit(lambda: None).result()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)

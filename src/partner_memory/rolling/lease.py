@@ -1,0 +1,119 @@
+"""This process's rolling leases (R15 across processes).
+
+A rolling runs only under its namespace's lease, a row in the database that
+expires unless renewed; a killed process's lease lapses on its own. One
+holder id per service; the service's scheduler renews what it holds. The
+holder id names the host and process, so a process on the same host takes
+over at once a lease whose holder is known to be dead, instead of waiting
+for it to lapse.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from partner_memory.errors import PartnerMemoryError
+from partner_memory.model import TrajectoryState
+from partner_memory.store.base import MemoryStore
+
+log = logging.getLogger(__name__)
+
+
+class LeaseKeeper:
+    """Takes, remembers, renews and gives back the rolling leases of one service."""
+
+    def __init__(
+        self, store: MemoryStore, ttl_s: float, *, on_acquire: Callable[[], None] | None = None
+    ) -> None:
+        self._store = store
+        #: called when a lease is taken: whoever renews leases must be running
+        self._on_acquire = on_acquire
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4()}"
+        self.ttl_ms = max(1, int(ttl_s * 1000))
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def try_acquire(self, namespace: str) -> TrajectoryState | None:
+        """The lease and a snapshot of the window, or None if another holder has it."""
+        state = self._store.begin_rolling(namespace, self.holder, ttl_ms=self.ttl_ms)
+        if state is None:
+            current = self._store.rolling_holder(namespace)
+            if current is not None and holder_is_dead(current):
+                log.info("taking over the rolling lease of %r from dead %s", namespace, current)
+                state = self._store.begin_rolling(
+                    namespace, self.holder, ttl_ms=self.ttl_ms, replacing=current
+                )
+        if state is not None:
+            with self._lock:
+                self._held.add(namespace)
+            if self._on_acquire is not None:
+                self._on_acquire()
+        return state
+
+    def acquire(self, namespace: str) -> TrajectoryState:
+        """Wait for the lease: a rolling elsewhere finishes, or its lease lapses."""
+        pause = 0.01
+        while True:
+            state = self.try_acquire(namespace)
+            if state is not None:
+                return state
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
+
+    def committed(self, namespace: str) -> None:
+        """The commit released the lease in the database."""
+        with self._lock:
+            self._held.discard(namespace)
+
+    def release(self, namespace: str) -> None:
+        """Give the lease back if still held; a failure only delays others until it lapses."""
+        with self._lock:
+            if namespace not in self._held:
+                return
+            self._held.discard(namespace)
+        try:
+            self._store.release_rolling(namespace, self.holder)
+        except PartnerMemoryError as exc:
+            log.warning("could not release the rolling lease of %r: %s", namespace, exc)
+
+    def renew(self) -> None:
+        if self.held:
+            self._store.renew_leases(self.holder, ttl_ms=self.ttl_ms)
+
+
+def holder_is_dead(holder: str) -> bool:
+    """True only for a holder on this host whose process no longer exists."""
+    host, _, rest = holder.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A killed child not yet reaped still has a pid; its lease is dead all the same."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False

@@ -1,0 +1,259 @@
+"""MemoryService: one per process, serving any number of namespaces.
+
+It owns what is costly or must be shared - the store, the LLM client, one
+bounded rolling executor, one scheduler thread (idle checks over every
+namespace it serves, read from the database; lease renewal; durable
+consumers' catch-up) and one AfterRolling thread. `memory(namespace)` hands
+out a cheap `PartnerMemory` handle; a namespace's state lives in the
+database, so handles in other processes see and roll the same memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from partner_memory.clock import Clock, system_clock
+from partner_memory.errors import ConfigurationError
+from partner_memory.rolling import (
+    ChatClient,
+    ExtractiveSummarizer,
+    LLMCompressor,
+    LLMSettings,
+    LLMSummarizer,
+    MessageCompressor,
+    MessageSummarizer,
+    RollingResult,
+    RollingSettings,
+    SummarizerChain,
+    TruncatingCompressor,
+)
+from partner_memory.rolling.consumers import ConsumerDispatcher, DurableConsumer
+from partner_memory.rolling.lease import LeaseKeeper
+from partner_memory.settings import DEFAULT_NAMESPACE, StoreSettings
+from partner_memory.store import MemoryStore, open_store
+
+if TYPE_CHECKING:
+    from partner_memory.memory import PartnerMemory
+
+log = logging.getLogger(__name__)
+
+#: Rollings run at once by one service; more wait in its queue (holding their lease).
+DEFAULT_ROLLING_WORKERS = 2
+
+
+class MemoryService:
+    """The process-wide owner of store, LLM client, executor and scheduler; hands out handles."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        llm: LLMSettings | None = None,
+        summarizers: Sequence[MessageSummarizer] | None = None,
+        compressor: MessageCompressor | None = None,
+        settings: RollingSettings | None = None,
+        clock: Clock = system_clock,
+        idle_timer: bool = True,
+        rolling_workers: int = DEFAULT_ROLLING_WORKERS,
+        owns_store: bool = False,
+    ) -> None:
+        self.store = store
+        self.settings = settings or RollingSettings()
+        self.clock = clock
+        self._owns_store = owns_store
+        self._idle_timer = idle_timer and self.settings.idle_check_interval_s > 0
+        self._client = ChatClient(llm) if llm is not None else None
+        self.summarizer = SummarizerChain(self._summarizers(summarizers))
+        self.compressor = compressor or self._compressor()
+        self.leases = LeaseKeeper(store, self.settings.lease_ttl_s, on_acquire=self._start)
+        self.executor = ThreadPoolExecutor(max(1, rolling_workers), thread_name_prefix="pm-rolling")
+        self.dispatcher = ConsumerDispatcher(store, clock)
+        self._handles: dict[str, PartnerMemory] = {}
+        self._watched: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._scheduler: threading.Thread | None = None
+        self._closed = False
+
+    def _summarizers(self, given: Sequence[MessageSummarizer] | None) -> list[MessageSummarizer]:
+        if given is not None:
+            return list(given)
+        chain: list[MessageSummarizer] = []
+        if self._client is not None:
+            chain.append(LLMSummarizer(self._client))
+        chain.append(ExtractiveSummarizer())
+        return chain
+
+    def _compressor(self) -> MessageCompressor:
+        s = self.settings
+        if self._client is not None:
+            return LLMCompressor(
+                self._client,
+                threshold=s.compress_threshold,
+                limit=s.compress_limit,
+                window=s.boundary_window,
+            )
+        return TruncatingCompressor(s.compress_threshold, s.compress_limit, s.boundary_window)
+
+    @classmethod
+    def open(cls, database: str | Path | None = None, **options: Any) -> MemoryService:
+        """Open `database` (or PARTNER_MEMORY_DB) with the LLM of PARTNER_MEMORY_LLM_*."""
+        env = StoreSettings.from_env()
+        store = open_store(database or env.database, busy_timeout=env.busy_timeout)
+        options.setdefault("llm", LLMSettings.from_env())
+        try:
+            return cls(store, owns_store=True, **options)
+        except BaseException:
+            store.close()
+            raise
+
+    # -- handles ---------------------------------------------------------------------
+
+    def memory(
+        self,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        create: bool = True,
+        restore_context: bool = True,
+        watch_idle: bool = True,
+    ) -> PartnerMemory:
+        """The handle of one namespace (the same one while it is open); cheap, owns no thread.
+
+        `watch_idle` lets this service's scheduler run the namespace's idle check.
+        """
+        from partner_memory.memory import PartnerMemory
+
+        with self._lock:
+            if self._closed:
+                raise ConfigurationError("the memory service is closed")
+            found = self._handles.get(namespace)
+        if found is not None:
+            return found
+        handle = PartnerMemory.attach(
+            self, namespace, create=create, restore_context=restore_context
+        )
+        return self.adopt(handle, watch_idle=watch_idle)
+
+    def adopt(self, handle: PartnerMemory, *, watch_idle: bool = True) -> PartnerMemory:
+        """Serve a handle bound to this service; the one already served wins a race."""
+        with self._lock:
+            handle = self._handles.setdefault(handle.namespace, handle)
+            watch = watch_idle and self._idle_timer
+            if watch:
+                self._watched.add(handle.namespace)
+        if watch:
+            self._start()
+        return handle
+
+    def namespaces_open(self) -> list[str]:
+        with self._lock:
+            return sorted(self._handles)
+
+    def forget(self, handle: PartnerMemory) -> None:
+        """Stop serving a handle (its namespace's memory stays in the store)."""
+        with self._lock:
+            if self._handles.get(handle.namespace) is handle:
+                del self._handles[handle.namespace]
+                self._watched.discard(handle.namespace)
+
+    # -- durable consumers ------------------------------------------------------------
+
+    def register_consumer(self, consumer: DurableConsumer) -> Future[None]:
+        """Follow the rolling log of every namespace; the future ends when it has caught up."""
+        self._start()
+        return self.dispatcher.register(consumer)
+
+    def catch_up(self) -> None:
+        """Let durable consumers process every rolling they have not yet, and wait for it."""
+        self.dispatcher.catch_up().result()
+
+    # -- the scheduler ----------------------------------------------------------------
+
+    def _interval(self) -> float:
+        renew = self.settings.lease_ttl_s / 3
+        if self._idle_timer:
+            return min(self.settings.idle_check_interval_s, renew)
+        return renew
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._scheduler is not None or self._closed:
+                return
+            self._scheduler = threading.Thread(target=self._loop, name="pm-scheduler", daemon=True)
+            self._scheduler.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval()):
+            try:
+                self.tick()
+            except Exception:
+                log.exception("memory service scheduler tick failed")
+
+    def tick(self) -> list[Future[RollingResult | None]]:
+        """One scheduler round: renew leases, run due idle checks, catch consumers up."""
+        self.leases.renew()
+        started = self.check_idle() if self._idle_timer else []
+        if self.dispatcher.durable:
+            self.dispatcher.catch_up()
+        return started
+
+    def check_idle(self) -> list[Future[RollingResult | None]]:
+        """R14 for every watched namespace that the database says has gone quiet."""
+        cutoff = self.clock() - self.settings.idle_after_ms
+        started = []
+        for namespace in self.store.idle_candidates(cutoff):
+            with self._lock:
+                handle = self._handles.get(namespace) if namespace in self._watched else None
+            if handle is None:
+                continue
+            future = handle.rolling.check_idle()
+            if future is not None:
+                started.append(future)
+        return started
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def wait(self) -> None:
+        """Wait until no rolling of this service is in flight and consumers have run."""
+        with self._lock:
+            handles = list(self._handles.values())
+        for handle in handles:
+            handle.rolling.wait()
+        self.dispatcher.barrier()
+
+    def close(self) -> None:
+        """Stop the scheduler, finish rollings and consumers in flight, release resources."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            scheduler = self._scheduler
+        self._stop.set()
+        if scheduler is not None:
+            scheduler.join()
+        self.executor.shutdown(wait=True)
+        self.dispatcher.close()
+        with self._lock:
+            self._handles.clear()
+            self._watched.clear()
+        if self._client is not None:
+            self._client.close()
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> MemoryService:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

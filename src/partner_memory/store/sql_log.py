@@ -1,0 +1,294 @@
+"""Shared SQL for the rolling log: committing a rolling, reading the log, its consumers.
+
+A rolling is committed in one transaction - the slice and its messages, the
+log row (numbered per namespace), the trimmed window, the new session of an
+idle rolling and the released lease - so a crash leaves all of it or none.
+Durable consumers advance their position in the log in the same
+transaction as their own writes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from partner_memory.errors import ConflictError
+from partner_memory.model import (
+    ConsumerStatus,
+    LogEntry,
+    MemorySlice,
+    RollingTotals,
+    UnitInfo,
+    UnitUpdate,
+)
+from partner_memory.store.base import CommittedRolling, LogTransaction, RollingCommit
+from partner_memory.store.sql_base import (
+    MESSAGE_COLUMNS,
+    SLICE_COLUMNS,
+    Cursor,
+    SqlTransaction,
+    message_from_row,
+    slice_from_row,
+    values_clause,
+)
+from partner_memory.store.sql_window import WindowSql
+
+_S_COLUMNS = ", ".join(f"s.{c}" for c in SLICE_COLUMNS.split(", "))
+_LOG_QUERY = f"""
+    SELECT r.seq, u.unit_id, u.pk, r.idle, r.rolling_size, r.retain_divisor, r.unit_slices,
+           {_S_COLUMNS}
+    FROM rollings r
+    JOIN units u ON u.namespace_id = r.namespace_id AND u.unit_id = r.unit_id
+    JOIN slices s ON s.unit_pk = u.pk AND s.slice_id = r.slice_id
+"""
+
+
+class LogSql(WindowSql):
+    """Rolling commit, log, consumer and totals verbs of `MemoryStore`."""
+
+    def commit_rolling(self, namespace: str, commit: RollingCommit) -> CommittedRolling:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace, lock=True)
+            holder = self._run(
+                cur,
+                "SELECT holder FROM rolling_leases WHERE namespace_id = ?",
+                (namespace_id,),
+            ).fetchone()
+            if holder is None or holder[0] != commit.holder:
+                raise ConflictError(
+                    f"the rolling lease of namespace {namespace!r} was lost (it expired and"
+                    " another process took it); this rolling is abandoned"
+                )
+            update, seq = None, None
+            if commit.messages:
+                template = MemorySlice(
+                    commit.slice_id, 0, 0, commit.summary, commit.timestamp, commit.cost.summarizer
+                )
+                _, update = self._append_slice(cur, namespace, commit.messages, template)
+                seq = self._log(cur, namespace_id, update, commit)
+            self._remove_window(cur, namespace_id, commit.drop)
+            if commit.new_session_id is not None:
+                self._run(
+                    cur,
+                    "UPDATE namespaces SET memory_session_id = ? WHERE id = ?",
+                    (commit.new_session_id, namespace_id),
+                )
+            if commit.idle and commit.last_interaction is not None:
+                self._mark_idle(cur, namespace_id, commit.last_interaction)
+            self._release(cur, namespace_id, commit.holder)
+        return CommittedRolling(update=update, seq=seq)
+
+    def _log(
+        self, cur: Cursor, namespace_id: int, update: UnitUpdate, commit: RollingCommit
+    ) -> int:
+        row = self._run(
+            cur,
+            "UPDATE namespaces SET rolling_seq = rolling_seq + 1 WHERE id = ?"
+            " RETURNING rolling_seq",
+            (namespace_id,),
+        ).fetchone()
+        seq = int(row[0])
+        cost = commit.cost
+        self._run(
+            cur,
+            "INSERT INTO rollings (namespace_id, seq, unit_id, slice_id, started_at, idle,"
+            " messages, summarizer, llm_calls, prompt_tokens, completion_tokens, llm_ms,"
+            " pipeline_ms, fallbacks, rolling_size, retain_divisor, unit_slices) VALUES "
+            + values_clause(1, 17),
+            (
+                namespace_id,
+                seq,
+                update.unit.id,
+                update.slice.id,
+                commit.timestamp,
+                int(commit.idle),
+                len(commit.messages),
+                cost.summarizer,
+                cost.llm_calls,
+                cost.prompt_tokens,
+                cost.completion_tokens,
+                cost.llm_ms,
+                cost.pipeline_ms,
+                "\n".join(cost.fallbacks),
+                commit.rolling_size,
+                commit.retain_divisor,
+                update.unit.slice_count,
+            ),
+        )
+        return seq
+
+    # -- reading the log -----------------------------------------------------------
+
+    def log_head(self, namespace: str) -> int:
+        with self._transaction(write=False) as cur:
+            row = self._run(
+                cur, "SELECT rolling_seq FROM namespaces WHERE name = ?", (namespace,)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def read_log(self, namespace: str, after: int, *, limit: int = 100) -> list[LogEntry]:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            return self._read_log(cur, namespace, namespace_id, after, limit)
+
+    def _read_log(
+        self, cur: Cursor, namespace: str, namespace_id: int, after: int, limit: int
+    ) -> list[LogEntry]:
+        rows = self._run(
+            cur,
+            _LOG_QUERY + " WHERE r.namespace_id = ? AND r.seq > ? ORDER BY r.seq LIMIT ?",
+            (namespace_id, after, limit),
+        ).fetchall()
+        entries = []
+        for row in rows:
+            memory_slice = slice_from_row(row[7:])
+            messages = self._run(
+                cur,
+                f"SELECT {MESSAGE_COLUMNS} FROM messages"
+                " WHERE unit_pk = ? AND position >= ? AND position < ? ORDER BY position",
+                (row[2], memory_slice.start_index, memory_slice.end_index),
+            ).fetchall()
+            entries.append(
+                LogEntry(
+                    namespace=namespace,
+                    seq=int(row[0]),
+                    unit=UnitInfo(
+                        id=str(row[1]),
+                        timestamp=memory_slice.timestamp,
+                        message_count=memory_slice.end_index,
+                        slice_count=int(row[6]),
+                    ),
+                    slice=memory_slice,
+                    messages=tuple(message_from_row(m) for m in messages),
+                    idle=bool(row[3]),
+                    rolling_size=int(row[4]),
+                    retain_divisor=None if row[5] is None else int(row[5]),
+                )
+            )
+        return entries
+
+    def recent_slices(self, namespace: str, limit: int) -> list[tuple[str, MemorySlice]]:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            rows = self._run(
+                cur,
+                f"SELECT u.unit_id, {_S_COLUMNS} FROM slices s JOIN units u ON u.pk = s.unit_pk"
+                " WHERE u.namespace_id = ? ORDER BY s.timestamp DESC, s.pk DESC LIMIT ?",
+                (namespace_id, limit),
+            ).fetchall()
+        return [(str(r[0]), slice_from_row(r[1:])) for r in rows]
+
+    # -- consumers -------------------------------------------------------------------
+
+    def run_in_transaction(self, work: Callable[[LogTransaction], None]) -> None:
+        with self._transaction(write=True) as cur:
+            work(SqlTransaction(cur, self.dialect))
+
+    def follow_log(
+        self,
+        consumer: str,
+        namespace: str,
+        apply: Callable[[LogTransaction, LogEntry], None],
+    ) -> LogEntry | None:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            self._run(
+                cur,
+                "INSERT INTO consumers (name, namespace_id, durable) VALUES (?, ?, 1)"
+                " ON CONFLICT (name, namespace_id) DO NOTHING",
+                (consumer, namespace_id),
+            )
+            # the row lock makes two processes running the same consumer take turns;
+            # the second then finds the position moved and applies nothing twice
+            row = self._run(
+                cur,
+                "SELECT position FROM consumers WHERE name = ? AND namespace_id = ?"
+                + self.dialect.lock_clause,
+                (consumer, namespace_id),
+            ).fetchone()
+            position = int(row[0])
+            entries = self._read_log(cur, namespace, namespace_id, position, 1)
+            if not entries:
+                return None
+            apply(SqlTransaction(cur, self.dialect), entries[0])
+            self._run(
+                cur,
+                "UPDATE consumers SET position = ?, durable = 1"
+                " WHERE name = ? AND namespace_id = ?",
+                (entries[0].seq, consumer, namespace_id),
+            )
+        return entries[0]
+
+    def lagging_namespaces(self, consumer: str, *, limit: int = 1000) -> list[str]:
+        with self._transaction(write=False) as cur:
+            rows = self._run(
+                cur,
+                "SELECT n.name FROM namespaces n LEFT JOIN consumers c"
+                " ON c.namespace_id = n.id AND c.name = ?"
+                " WHERE n.rolling_seq > COALESCE(c.position, 0) ORDER BY n.id LIMIT ?",
+                (consumer, limit),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def record_consumer_failure(
+        self, consumer: str, namespace: str, *, durable: bool, error: str, at: int
+    ) -> None:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            self._run(
+                cur,
+                "INSERT INTO consumers (name, namespace_id, durable, failures, last_error,"
+                " last_failure_at) VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT (name, namespace_id)"
+                " DO UPDATE SET failures = consumers.failures + 1,"
+                " last_error = excluded.last_error, last_failure_at = excluded.last_failure_at",
+                (consumer, namespace_id, int(durable), error, at),
+            )
+
+    def consumer_status(self, namespace: str) -> list[ConsumerStatus]:
+        with self._transaction(write=False) as cur:
+            rows = self._run(
+                cur,
+                "SELECT c.name, c.durable, c.position, n.rolling_seq, c.failures, c.last_error,"
+                " c.last_failure_at FROM consumers c JOIN namespaces n ON n.id = c.namespace_id"
+                " WHERE n.name = ? ORDER BY c.name",
+                (namespace,),
+            ).fetchall()
+        return [
+            ConsumerStatus(
+                name=str(r[0]),
+                durable=bool(r[1]),
+                position=int(r[2]),
+                head=int(r[3]),
+                failures=int(r[4]),
+                last_error=r[5],
+                last_failure_at=None if r[6] is None else int(r[6]),
+            )
+            for r in rows
+        ]
+
+    def rolling_totals(self, namespace: str) -> RollingTotals:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            rows = self._run(
+                cur,
+                "SELECT summarizer, COUNT(*), SUM(messages), SUM(llm_calls), SUM(prompt_tokens),"
+                " SUM(completion_tokens), SUM(llm_ms), SUM(pipeline_ms) FROM rollings"
+                " WHERE namespace_id = ? GROUP BY summarizer",
+                (namespace_id,),
+            ).fetchall()
+        by_summarizer: Counter[str] = Counter()
+        sums: list[float] = [0.0] * 6
+        for row in rows:
+            by_summarizer[str(row[0])] = int(row[1])
+            for i in range(6):
+                sums[i] += float(row[i + 2] or 0)
+        return RollingTotals(
+            rollings=sum(by_summarizer.values()),
+            messages=int(sums[0]),
+            llm_calls=int(sums[1]),
+            prompt_tokens=int(sums[2]),
+            completion_tokens=int(sums[3]),
+            llm_ms=sums[4],
+            pipeline_ms=sums[5],
+            by_summarizer=dict(by_summarizer),
+        )

@@ -1,0 +1,233 @@
+"""Shared SQL for a namespace's live state: the window, its activity, the rolling lease.
+
+All of it lives in the database so that every process and thread that opens
+a namespace sees one window, one last-interaction time and one rolling at a
+time. Nothing here is cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+from partner_memory.errors import InvalidInputError
+from partner_memory.model import Message, TrajectoryState
+from partner_memory.store.sql_base import (
+    MESSAGE_COLUMNS,
+    ROWS_PER_INSERT,
+    Cursor,
+    SqlBase,
+    message_from_row,
+    message_params,
+    values_clause,
+)
+
+#: Ids per `IN (...)` list.
+ID_CHUNK = 500
+
+
+def chunks(items: Sequence[str], size: int = ID_CHUNK) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def in_list(count: int) -> str:
+    return "(" + ", ".join(["?"] * count) + ")"
+
+
+class WindowSql(SqlBase):
+    """Trajectory, activity and rolling-lease verbs of `MemoryStore`."""
+
+    # -- the window ----------------------------------------------------------------
+
+    def load_trajectory(self, namespace: str) -> TrajectoryState:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            return self._window(cur, namespace_id)
+
+    def _window(self, cur: Cursor, namespace_id: int) -> TrajectoryState:
+        row = self._run(
+            cur,
+            "SELECT last_interaction, idle_rolled_for FROM activity WHERE namespace_id = ?",
+            (namespace_id,),
+        ).fetchone()
+        rows = self._run(
+            cur,
+            f"SELECT {MESSAGE_COLUMNS} FROM trajectory WHERE namespace_id = ? ORDER BY pk",
+            (namespace_id,),
+        ).fetchall()
+        last = rolled = None
+        if row is not None:
+            last = int(row[0])
+            rolled = None if int(row[1]) < 0 else int(row[1])
+        return TrajectoryState([message_from_row(r) for r in rows], last, rolled)
+
+    def trajectory_length(self, namespace: str) -> int:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            return self._window_length(cur, namespace_id)
+
+    def _window_length(self, cur: Cursor, namespace_id: int) -> int:
+        row = self._run(
+            cur, "SELECT COUNT(*) FROM trajectory WHERE namespace_id = ?", (namespace_id,)
+        ).fetchone()
+        return int(row[0])
+
+    def append_trajectory(
+        self,
+        namespace: str,
+        messages: Sequence[Message],
+        *,
+        last_interaction: int | None = None,
+        structured: Collection[str] = (),
+        drop_structured: bool = False,
+    ) -> int:
+        ids = [m.id for m in messages]
+        if len(set(ids)) != len(ids):
+            twice = next(i for i in ids if ids.count(i) > 1)
+            raise InvalidInputError(f"message id {twice!r} appears twice in one batch")
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            if self.dialect.window_lock:
+                self._run(cur, self.dialect.window_lock, (namespace_id,)).fetchone()
+            for chunk in chunks(ids):
+                row = self._run(
+                    cur,
+                    "SELECT message_id FROM trajectory WHERE namespace_id = ?"
+                    f" AND message_id IN {in_list(len(chunk))}",
+                    (namespace_id, *chunk),
+                ).fetchone()
+                if row is not None:
+                    raise InvalidInputError(f"message id {row[0]!r} is already in the trajectory")
+            if drop_structured:
+                self._run(
+                    cur,
+                    "DELETE FROM trajectory WHERE namespace_id = ? AND structured = 1",
+                    (namespace_id,),
+                )
+            self._insert_trajectory(cur, namespace_id, messages, structured)
+            if last_interaction is not None:
+                self._run(
+                    cur,
+                    "INSERT INTO activity (namespace_id, last_interaction) VALUES (?, ?)"
+                    " ON CONFLICT (namespace_id) DO UPDATE"
+                    " SET last_interaction = excluded.last_interaction",
+                    (namespace_id, last_interaction),
+                )
+            return self._window_length(cur, namespace_id)
+
+    def _insert_trajectory(
+        self,
+        cur: Cursor,
+        namespace_id: int,
+        messages: Sequence[Message],
+        structured: Collection[str] = (),
+    ) -> None:
+        for start in range(0, len(messages), ROWS_PER_INSERT):
+            chunk = messages[start : start + ROWS_PER_INSERT]
+            params: list[Any] = []
+            for message in chunk:
+                params += (namespace_id, *message_params(message), int(message.id in structured))
+            self._run(
+                cur,
+                f"INSERT INTO trajectory (namespace_id, {MESSAGE_COLUMNS}, structured) VALUES "
+                + values_clause(len(chunk), 7),
+                params,
+            )
+
+    def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            self._remove_window(cur, namespace_id, message_ids)
+
+    def _remove_window(self, cur: Cursor, namespace_id: int, message_ids: Sequence[str]) -> None:
+        for chunk in chunks(message_ids):
+            self._run(
+                cur,
+                "DELETE FROM trajectory WHERE namespace_id = ?"
+                f" AND message_id IN {in_list(len(chunk))}",
+                (namespace_id, *chunk),
+            )
+
+    def stored_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            return self._stored_ids(cur, namespace_id, message_ids)
+
+    # -- the rolling lease -----------------------------------------------------------
+
+    def begin_rolling(
+        self, namespace: str, holder: str, *, ttl_ms: int, replacing: str | None = None
+    ) -> TrajectoryState | None:
+        now = self.dialect.now_ms
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            won = self._run(
+                cur,
+                "INSERT INTO rolling_leases (namespace_id, holder, expires_at)"
+                f" VALUES (?, ?, {now} + ?) ON CONFLICT (namespace_id) DO UPDATE"
+                " SET holder = excluded.holder, expires_at = excluded.expires_at"
+                f" WHERE rolling_leases.expires_at < {now} OR rolling_leases.holder = ?"
+                " RETURNING holder",
+                (namespace_id, holder, ttl_ms, replacing or ""),
+            ).fetchone()
+            if won is None:
+                return None
+            return self._window(cur, namespace_id)
+
+    def renew_leases(self, holder: str, *, ttl_ms: int) -> None:
+        with self._transaction(write=True) as cur:
+            self._run(
+                cur,
+                f"UPDATE rolling_leases SET expires_at = {self.dialect.now_ms} + ?"
+                " WHERE holder = ?",
+                (ttl_ms, holder),
+            )
+
+    def release_rolling(self, namespace: str, holder: str) -> None:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            self._release(cur, namespace_id, holder)
+
+    def _release(self, cur: Cursor, namespace_id: int, holder: str) -> None:
+        self._run(
+            cur,
+            "DELETE FROM rolling_leases WHERE namespace_id = ? AND holder = ?",
+            (namespace_id, holder),
+        )
+
+    def rolling_holder(self, namespace: str) -> str | None:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            row = self._run(
+                cur,
+                "SELECT holder FROM rolling_leases WHERE namespace_id = ?"
+                f" AND expires_at >= {self.dialect.now_ms}",
+                (namespace_id,),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    # -- idle --------------------------------------------------------------------------
+
+    def idle_candidates(self, before: int, *, limit: int = 1000) -> list[str]:
+        with self._transaction(write=False) as cur:
+            rows = self._run(
+                cur,
+                "SELECT n.name FROM activity a JOIN namespaces n ON n.id = a.namespace_id"
+                " WHERE a.idle_rolled_for <> a.last_interaction AND a.last_interaction < ?"
+                " ORDER BY a.last_interaction LIMIT ?",
+                (before, limit),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def mark_idle_checked(self, namespace: str, last_interaction: int) -> None:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            self._mark_idle(cur, namespace_id, last_interaction)
+
+    def _mark_idle(self, cur: Cursor, namespace_id: int, last_interaction: int) -> None:
+        self._run(
+            cur,
+            "UPDATE activity SET idle_rolled_for = ? WHERE namespace_id = ?",
+            (last_interaction, namespace_id),
+        )

@@ -13,6 +13,8 @@ from partner_memory.errors import (
 )
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import (
+    ConsumerStatus,
+    LogEntry,
     MemorySlice,
     MemoryUnit,
     Message,
@@ -22,27 +24,35 @@ from partner_memory.model import (
 )
 from partner_memory.rolling import (
     AfterRolling,
+    DurableConsumer,
     LLMSettings,
     MessageCompressor,
     MessageSummarizer,
     RollingResult,
     RollingSettings,
 )
+from partner_memory.service import MemoryService
 from partner_memory.settings import StoreSettings
-from partner_memory.store import MemoryStore, open_store
+from partner_memory.store import Capability, LogTransaction, MemoryStore, open_store
 from partner_memory.trajectory import Turn
 
 __all__ = [
     "AfterRolling",
+    "Capability",
     "Clock",
     "ConfigurationError",
     "ConflictError",
+    "ConsumerStatus",
     "ContextBlock",
     "ContextWorkspace",
     "Domain",
+    "DurableConsumer",
     "InvalidInputError",
     "LLMSettings",
+    "LogEntry",
+    "LogTransaction",
     "MemoryCore",
+    "MemoryService",
     "MemorySlice",
     "MemoryStore",
     "MemoryUnit",

@@ -7,6 +7,7 @@ from partner_memory.rolling.after_rolling import (
     RollingResult,
 )
 from partner_memory.rolling.compress import LLMCompressor, MessageCompressor, TruncatingCompressor
+from partner_memory.rolling.consumers import ConsumerDispatcher, DurableConsumer
 from partner_memory.rolling.dialog_rolling import DialogRolling
 from partner_memory.rolling.llm import ChatClient, LLMError, LLMSettings, UsageMeter
 from partner_memory.rolling.settings import RollingSettings
@@ -22,8 +23,10 @@ __all__ = [
     "AfterRolling",
     "AfterRollingRegistry",
     "ChatClient",
+    "ConsumerDispatcher",
     "ConsumerFailure",
     "DialogRolling",
+    "DurableConsumer",
     "ExtractiveSummarizer",
     "LLMCompressor",
     "LLMError",

@@ -114,3 +114,49 @@ def test_version_1_database_migrates_without_losing_data(sqlite_path: Path) -> N
         assert store.load_trajectory("ns").messages == []
     finally:
         store.close()
+
+
+def test_version_2_rollings_become_the_ordered_log(sqlite_path: Path) -> None:
+    """Step 3 numbers existing rollings per namespace, so consumers can follow them."""
+    from partner_memory.store.dialect import SQLITE
+    from partner_memory.store.schema import migration_steps
+
+    conn = sqlite3.connect(sqlite_path)
+    conn.execute(f"CREATE TABLE {SCHEMA_TABLE} (version INTEGER NOT NULL)")
+    for step in migration_steps(SQLITE)[:2]:
+        for statement in step:
+            conn.execute(statement)
+    conn.execute(f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (1), (2)")
+    conn.execute("INSERT INTO namespaces (id, name, memory_session_id) VALUES (1, 'a', 'u1')")
+    conn.execute("INSERT INTO namespaces (id, name, memory_session_id) VALUES (2, 'b', 'u2')")
+    conn.execute("INSERT INTO units VALUES (1, 1, 'u1', 5, 2, 2)")
+    conn.execute("INSERT INTO units VALUES (2, 2, 'u2', 5, 1, 1)")
+    for position in range(2):
+        conn.execute(
+            "INSERT INTO messages VALUES (1, ?, ?, 'user', 'words', NULL, NULL)",
+            (position, f"m{position}"),
+        )
+    conn.execute("INSERT INTO messages VALUES (2, 0, 'n0', 'user', 'other', NULL, NULL)")
+    for pk, unit, slice_id, start in ((1, 1, "s1", 0), (2, 2, "t1", 0), (3, 1, "s2", 1)):
+        conn.execute(
+            "INSERT INTO slices VALUES (?, ?, ?, ?, ?, 'sum', 5, 'extractive')",
+            (pk, unit, slice_id, start, start + 1),
+        )
+        namespace = 1 if unit == 1 else 2
+        conn.execute(
+            "INSERT INTO rollings (namespace_id, unit_id, slice_id, started_at, idle, messages,"
+            " summarizer, llm_calls, prompt_tokens, completion_tokens, llm_ms, pipeline_ms,"
+            " fallbacks) VALUES (?, ?, ?, 5, 0, 1, 'extractive', 0, 0, 0, 0, 1, '')",
+            (namespace, f"u{unit}", slice_id),
+        )
+    conn.commit()
+    conn.close()
+    store = SQLiteStore(sqlite_path)
+    try:
+        assert [e.slice.id for e in store.read_log("a", 0)] == ["s1", "s2"]
+        assert [e.seq for e in store.read_log("a", 0)] == [1, 2]
+        assert [(e.seq, e.slice.id) for e in store.read_log("b", 0)] == [(1, "t1")]
+        assert (store.log_head("a"), store.log_head("b")) == (2, 1)
+        assert store.read_log("a", 1)[0].messages[0].id == "m1"
+    finally:
+        store.close()

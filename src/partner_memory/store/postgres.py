@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from partner_memory.errors import (
@@ -111,6 +112,15 @@ class PostgresStore(SqlStore):
             conn.cursor() as cur,
         ):
             yield cur
+
+    def _rows(self, cur: Cursor) -> list[Any]:
+        # in pipeline mode the result (and so `description`) arrives only on fetch
+        try:
+            return cur.fetchall()
+        except psycopg.ProgrammingError as exc:
+            if type(exc) is psycopg.ProgrammingError:  # "the last operation didn't produce..."
+                return []
+            raise
 
     def _lock_schema(self, cur: Cursor) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,)).fetchone()

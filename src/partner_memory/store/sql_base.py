@@ -83,17 +83,16 @@ def values_clause(rows: int, columns: int) -> str:
 class SqlTransaction:
     """A consumer's view of one store transaction: run `?`-style SQL, get rows back."""
 
-    __slots__ = ("_cur", "dialect")
+    __slots__ = ("_cur", "_store", "dialect")
 
-    def __init__(self, cur: Cursor, dialect: Dialect) -> None:
+    def __init__(self, cur: Cursor, store: SqlBase) -> None:
         self._cur = cur
-        self.dialect = dialect
+        self._store = store
+        self.dialect = store.dialect
 
     def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        self._cur.execute(self.dialect.sql(query), params)
-        if self._cur.description is None:  # a statement without a result set
-            return []
-        return [tuple(r) for r in self._cur.fetchall()]
+        self._store._run(self._cur, query, params)
+        return [tuple(r) for r in self._store._rows(self._cur)]
 
 
 class SqlBase(ABC):
@@ -113,6 +112,10 @@ class SqlBase(ABC):
     @abstractmethod
     def _transaction(self, *, write: bool) -> AbstractContextManager[Cursor]:
         """A cursor inside one transaction, committed on success, driver errors translated."""
+
+    def _rows(self, cur: Cursor) -> list[Any]:
+        """The rows of the last statement; none for a statement that returns no rows."""
+        return [] if cur.description is None else cur.fetchall()
 
     @abstractmethod
     def _lock_schema(self, cur: Cursor) -> None:

@@ -182,7 +182,7 @@ class LogSql(WindowSql):
 
     def run_in_transaction(self, work: Callable[[LogTransaction], None]) -> None:
         with self._transaction(write=True) as cur:
-            work(SqlTransaction(cur, self.dialect))
+            work(SqlTransaction(cur, self))
 
     def follow_log(
         self,
@@ -210,7 +210,7 @@ class LogSql(WindowSql):
             entries = self._read_log(cur, namespace, namespace_id, position, 1)
             if not entries:
                 return None
-            apply(SqlTransaction(cur, self.dialect), entries[0])
+            apply(SqlTransaction(cur, self), entries[0])
             self._run(
                 cur,
                 "UPDATE consumers SET position = ?, durable = 1"

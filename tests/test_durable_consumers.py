@@ -1,0 +1,172 @@
+"""The rolling log and its consumers: durable ones see every rolling exactly once."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from partner_memory import (
+    LogEntry,
+    LogTransaction,
+    MemoryService,
+    PartnerMemory,
+    RollingResult,
+    RollingSettings,
+    open_store,
+)
+from partner_memory.store import MemoryStore
+from tests.consumer_worker import SeenRollings
+
+ROOT = Path(__file__).resolve().parent.parent
+KILLS = int(os.environ.get("PARTNER_MEMORY_CONSUMER_KILLS", "110"))
+
+
+def _seen(store: MemoryStore) -> list[tuple[str, int]]:
+    rows: list[tuple[str, int]] = []
+
+    def read(tx: LogTransaction) -> None:
+        rows.extend(
+            (str(r[0]), int(r[1])) for r in tx.execute("SELECT namespace, seq FROM seen_rollings")
+        )
+
+    store.run_in_transaction(read)
+    return rows
+
+
+@pytest.mark.slow
+def test_durable_consumer_killed_at_random_sees_every_rolling_once(store_url: str) -> None:
+    """Killed at random points (100+ times), then restarted: each rolling processed once."""
+    rng = random.Random(11)
+    kills = 0
+    while kills < KILLS:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.consumer_worker", store_url, "100000"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == b"ready"
+        time.sleep(rng.uniform(0.0, 0.25))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        kills += 1
+    store = open_store(store_url)
+    try:
+        with MemoryService(store, settings=RollingSettings(idle_check_interval_s=0)) as service:
+            service.register_consumer(SeenRollings()).result(60)
+        head = store.log_head("ns")
+        assert head >= KILLS  # rollings were being made while the kills landed
+        seen = _seen(store)
+        assert sorted(seen) == [("ns", seq) for seq in range(1, head + 1)]
+        (status,) = store.consumer_status("ns")
+        assert (status.name, status.durable, status.position) == ("seen-rollings", True, head)
+    finally:
+        store.close()
+
+
+class Collecting:
+    """A durable consumer that keeps what it processed, and fails when told to."""
+
+    name = "collecting"
+
+    def __init__(self) -> None:
+        self.entries: list[LogEntry] = []
+        self.fail = False
+
+    def setup(self, tx: LogTransaction) -> None:
+        tx.execute("CREATE TABLE IF NOT EXISTS collected (seq BIGINT NOT NULL)")
+
+    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
+        tx.execute("INSERT INTO collected (seq) VALUES (?)", (entry.seq,))
+        if self.fail:
+            raise RuntimeError("index is down")
+        self.entries.append(entry)
+
+
+def test_durable_consumer_catches_up_and_carries_the_rolling(store: MemoryStore) -> None:
+    """A consumer registered late processes the log from its start, with the same data."""
+    settings = RollingSettings(idle_check_interval_s=0)
+    with MemoryService(store, settings=settings) as service:
+        memory = service.memory("agent")
+        memory.record_turn("I'm off to Kyoto in April.", "Book early.")
+        first = memory.roll_now()
+        assert first is not None
+        consumer = Collecting()
+        service.register_consumer(consumer).result(10)
+        memory.record_turn("No seafood for me.", "Noted.")
+        memory.record_turn("Are you there?", "NO_REPLY")
+        second = memory.roll_now()
+        assert second is not None
+        memory.wait()
+    assert [e.seq for e in consumer.entries] == [1, 2]
+    again = RollingResult.from_log(consumer.entries[1])
+    assert again.memory_slice == second.memory_slice
+    assert again.increment_messages == second.increment_messages
+    assert again.memory_unit.id == second.memory_unit.id
+    assert (again.rolling_size, again.retain_divisor, again.idle) == (4, 6, False)
+
+
+def test_failing_durable_consumer_stays_put_and_is_reported(store: MemoryStore) -> None:
+    """A failure rolls its writes back, keeps its position, and shows in stats with the reason."""
+    settings = RollingSettings(idle_check_interval_s=0)
+    consumer = Collecting()
+    consumer.fail = True
+    with MemoryService(store, settings=settings) as service:
+        service.register_consumer(consumer).result(10)
+        memory = service.memory("agent")
+        memory.record_turn("hello", "hi")
+        memory.roll_now()
+        memory.wait()
+        (status,) = memory.stats().consumers
+        assert (status.position, status.head, status.failures) == (0, 1, 1)
+        assert status.last_error == "RuntimeError: index is down"
+        consumer.fail = False
+        service.catch_up()
+        (status,) = memory.stats().consumers
+        assert (status.position, status.failures) == (1, 1)
+    assert [e.seq for e in consumer.entries] == [1]
+
+
+def test_in_memory_consumer_failures_are_counted_in_the_store(store: MemoryStore) -> None:
+    """In-memory consumers' failures are kept bounded and reach every process's stats."""
+
+    def broken(result: RollingResult) -> None:
+        raise ValueError("consumer bug " + "x" * 2000)
+
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        memory.register_after_rolling(broken)
+        for _ in range(3):
+            memory.record_turn("a", "b")
+            memory.roll_now()
+        memory.wait()
+    with PartnerMemory(store, "agent", idle_timer=False) as reopened:
+        (status,) = reopened.stats().consumers
+    assert status.name.endswith("broken")
+    assert (status.durable, status.failures) == (False, 3)
+    assert status.last_error is not None
+    assert status.last_error.startswith("ValueError: consumer bug")
+    assert len(status.last_error) <= 500
+
+
+def test_two_services_share_one_consumer_without_repeats(store: MemoryStore) -> None:
+    """The same durable consumer in two services processes each rolling once between them."""
+    settings = RollingSettings(idle_check_interval_s=0)
+    one, two = Collecting(), Collecting()
+    with MemoryService(store, settings=settings) as a, MemoryService(store, settings=settings) as b:
+        a.register_consumer(one).result(10)
+        b.register_consumer(two).result(10)
+        for i in range(6):
+            handle = (a if i % 2 else b).memory("agent")
+            handle.record_turn(f"q{i}", f"a{i}")
+            handle.roll_now()
+        a.catch_up()
+        b.catch_up()
+    assert sorted(e.seq for e in one.entries + two.entries) == list(range(1, 7))

@@ -99,10 +99,15 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def store(store_url: str) -> Iterator[MemoryStore]:
+def store(store_url: str, request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+    """The store of each backend; a `capability` mark skips backends that lack it."""
     from partner_memory.store import open_store
 
     opened = open_store(store_url)
+    marker = request.node.get_closest_marker("capability")
+    if marker is not None and marker.args[0] not in opened.capabilities:
+        opened.close()
+        pytest.skip(f"{type(opened).__name__} lacks the {marker.args[0]} capability")
     yield opened
     opened.close()
 

@@ -48,6 +48,7 @@ def _cli(store_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PARTNER_MEMORY_BUSY_TIMEOUT="1")
     return subprocess.run(
         [sys.executable, "-m", "partner_memory", *args, "--db", store_url],
+        check=False,
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -57,7 +57,8 @@ class Dialect:
     #: SQL expression for the database's current time in ms (lease expiry uses it,
     #: so processes on different hosts agree on it).
     now_ms: str
-    #: Statement (one `?`: a namespace id) that serialises writers of one window, or "".
+    #: Query (one `?`: a namespace name) returning the namespace's id and, where
+    #: needed, serialising writers of its window until the transaction ends.
     window_lock: str
     #: Query (one `?`: a table name) returning a row when the table exists.
     has_table: str
@@ -74,7 +75,7 @@ SQLITE = Dialect(
     serial_type="INTEGER PRIMARY KEY",
     lock_clause="",  # BEGIN IMMEDIATE already holds the database's write lock
     now_ms="CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
-    window_lock="",
+    window_lock="SELECT id FROM namespaces WHERE name = ?",
     has_table="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
 )
 
@@ -88,7 +89,8 @@ POSTGRESQL = Dialect(
     # Identity values are handed out at insert, not at commit: without this two
     # recorders could commit window rows out of their key order, and a rolling's
     # snapshot could see a later message without an earlier one.
-    window_lock="SELECT pg_advisory_xact_lock(1347571789, CAST(? AS INTEGER))",
+    window_lock="SELECT id, pg_advisory_xact_lock(1347571789, CAST(id AS INTEGER))"
+    " FROM namespaces WHERE name = ?",
     has_table="SELECT 1 FROM information_schema.tables"
     " WHERE table_schema = current_schema() AND table_name = ?",
     format_params=True,

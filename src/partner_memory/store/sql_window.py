@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from partner_memory.errors import InvalidInputError
+from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from partner_memory.model import Message, TrajectoryState
 from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
@@ -86,19 +86,30 @@ class WindowSql(SqlBase):
         if len(set(ids)) != len(ids):
             twice = next(i for i in ids if ids.count(i) > 1)
             raise InvalidInputError(f"message id {twice!r} appears twice in one batch")
+        try:
+            return self._append_window(
+                namespace, messages, last_interaction, structured, drop_structured
+            )
+        except ConflictError:  # the window's unique key: name the id that collided
+            held = {m.id for m in self.load_trajectory(namespace).messages}
+            twice = next((i for i in ids if i in held), None)
+            if twice is None:
+                raise
+            raise InvalidInputError(f"message id {twice!r} is already in the trajectory") from None
+
+    def _append_window(
+        self,
+        namespace: str,
+        messages: Sequence[Message],
+        last_interaction: int | None,
+        structured: Collection[str],
+        drop_structured: bool,
+    ) -> int:
         with self._transaction(write=True) as cur:
-            namespace_id = self._namespace_id(cur, namespace)
-            if self.dialect.window_lock:
-                self._run(cur, self.dialect.window_lock, (namespace_id,)).fetchone()
-            for chunk in chunks(ids):
-                row = self._run(
-                    cur,
-                    "SELECT message_id FROM trajectory WHERE namespace_id = ?"
-                    f" AND message_id IN {in_list(len(chunk))}",
-                    (namespace_id, *chunk),
-                ).fetchone()
-                if row is not None:
-                    raise InvalidInputError(f"message id {row[0]!r} is already in the trajectory")
+            row = self._run(cur, self.dialect.window_lock, (namespace,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"namespace {namespace!r} not found")
+            namespace_id = int(row[0])
             if drop_structured:
                 self._run(
                     cur,
@@ -106,15 +117,18 @@ class WindowSql(SqlBase):
                     (namespace_id,),
                 )
             self._insert_trajectory(cur, namespace_id, messages, structured)
-            if last_interaction is not None:
-                self._run(
-                    cur,
-                    "INSERT INTO activity (namespace_id, last_interaction) VALUES (?, ?)"
-                    " ON CONFLICT (namespace_id) DO UPDATE"
-                    " SET last_interaction = excluded.last_interaction",
-                    (namespace_id, last_interaction),
-                )
-            return self._window_length(cur, namespace_id)
+            if last_interaction is None:
+                return self._window_length(cur, namespace_id)
+            # the window's new length comes back with the upsert: one round trip fewer
+            row = self._run(
+                cur,
+                "INSERT INTO activity (namespace_id, last_interaction) VALUES (?, ?)"
+                " ON CONFLICT (namespace_id) DO UPDATE"
+                " SET last_interaction = excluded.last_interaction"
+                " RETURNING (SELECT COUNT(*) FROM trajectory WHERE namespace_id = ?)",
+                (namespace_id, last_interaction, namespace_id),
+            ).fetchone()
+            return int(row[0])
 
     def _insert_trajectory(
         self,

@@ -1,0 +1,176 @@
+"""Service benchmark: sharing one memory between processes, and many namespaces in one.
+
+1. `record_turn` latency (median, p99) with 1 process on one namespace, 4
+   processes on one namespace and 4 processes on 4 namespaces, SQLite and
+   PostgreSQL, offline summaries (rollings happen every 36 turns), and the
+   rollings per second the 4 processes achieve together. With
+   `--baseline-src DIR` (the `src` of an earlier checkout) the single-process
+   figure of that version is measured in the same run, side by side.
+2. Threads and RSS of one process holding 10, 1,000 and 10,000 namespaces,
+   each opened and given one turn.
+
+Usage: python benchmarks/bench_service.py [--turns 400] [--pg URL] [--no-pg]
+       [--namespaces 10,1000,10000] [--baseline-src DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from bench_ingest import pct, pg_schema_url  # same folder: the scripts share helpers
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import json, sys, time
+from partner_memory import PartnerMemory, open_store
+database, namespace, turns, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+memory = PartnerMemory(open_store(database), namespace, idle_timer=False, owns_store=True)
+while time.time() < start:
+    time.sleep(0.005)
+samples = []
+began = time.perf_counter()
+for i in range(turns):
+    t = time.perf_counter()
+    memory.record_turn(f"question {i} about the trip", f"answer {i}: book early")
+    samples.append((time.perf_counter() - t) * 1000)
+memory.wait()
+wall = time.perf_counter() - began
+memory.close()
+print(json.dumps({"samples": samples, "wall": wall}))
+"""
+
+
+def fresh(backend: str, pg: str, tmp: Path) -> str:
+    if backend == "sqlite":
+        return str(tmp / f"{uuid.uuid4().hex[:8]}.db")
+    return pg_schema_url(pg)
+
+
+def rollings(database: str) -> int:
+    from partner_memory import open_store
+
+    store = open_store(database, read_only=True)
+    try:
+        return sum(store.log_head(n.name) for n in store.list_namespaces())
+    finally:
+        store.close()
+
+
+def run_processes(
+    database: str, namespaces: list[str], turns: int, src: Path | None = None
+) -> dict[str, float]:
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    start = time.time() + 3.0
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, database, ns, str(turns), str(start)],
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=tempfile.gettempdir() if src is not None else ROOT,
+        )
+        for ns in namespaces
+    ]
+    samples: list[float] = []
+    wall = 0.0
+    for child in children:
+        out, _ = child.communicate(timeout=600)
+        if child.returncode != 0:
+            raise SystemExit(f"benchmark child failed ({child.returncode})")
+        report = json.loads(out)
+        samples += report["samples"]
+        wall = max(wall, report["wall"])
+    return {
+        "median": statistics.median(samples),
+        "p99": pct(samples, 0.99),
+        "rollings_per_s": rollings(database) / wall if src is None else float("nan"),
+    }
+
+
+def sharing(args: argparse.Namespace, tmp: Path) -> None:
+    backends = ["sqlite"] + ([] if args.no_pg else ["postgres"])
+    print(f"\nrecord_turn, {args.turns} turns per process (ms; rollings every 36 turns, offline)")
+    print(
+        f"{'backend':<9} {'setup':<28} {'median':>8} {'p99':>8} {'x 1 proc':>9} {'rollings/s':>11}"
+    )
+    for backend in backends:
+        setups: list[tuple[str, list[str], Path | None]] = []
+        if args.baseline_src:
+            setups.append(("1 process (baseline src)", ["ns"], Path(args.baseline_src)))
+        setups += [
+            ("1 process, 1 namespace", ["ns"], None),
+            ("4 processes, 1 namespace", ["ns"] * 4, None),
+            ("4 processes, 4 namespaces", [f"ns{i}" for i in range(4)], None),
+        ]
+        single: float | None = None
+        for label, namespaces, src in setups:
+            figures = run_processes(fresh(backend, args.pg, tmp), namespaces, args.turns, src)
+            if label.startswith("1 process, 1"):
+                single = figures["median"]
+            ratio = f"{figures['median'] / single:.2f}x" if single else "-"
+            print(
+                f"{backend:<9} {label:<28} {figures['median']:>8.3f} {figures['p99']:>8.3f}"
+                f" {ratio:>9} {figures['rollings_per_s']:>11.1f}"
+            )
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def many_namespaces(args: argparse.Namespace, tmp: Path) -> None:
+    from partner_memory import MemoryService, RollingSettings, open_store
+
+    print("\none process holding many namespaces (each opened and given one turn)")
+    print(f"{'backend':<9} {'namespaces':>10} {'threads':>8} {'RSS MB':>8} {'s to open':>10}")
+    counts = [int(c) for c in args.namespaces.split(",")]
+    backends = ["sqlite"] + ([] if args.no_pg else ["postgres"])
+    for backend in backends:
+        store = open_store(fresh(backend, args.pg, tmp))
+        service = MemoryService(store, settings=RollingSettings(), owns_store=True)
+        opened = 0
+        began = time.perf_counter()
+        for count in counts:
+            while opened < count:
+                service.memory(f"agent-{opened}").record_turn("hello", "hi")
+                opened += 1
+            service.wait()
+            print(
+                f"{backend:<9} {count:>10,} {threading.active_count():>8}"
+                f" {rss_mb():>8.0f} {time.perf_counter() - began:>10.1f}"
+            )
+        service.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=400)
+    parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--no-pg", action="store_true")
+    parser.add_argument("--namespaces", default="10,1000,10000")
+    parser.add_argument("--baseline-src", default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        sharing(args, Path(tmp))
+        many_namespaces(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

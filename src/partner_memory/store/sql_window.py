@@ -92,10 +92,10 @@ class WindowSql(SqlBase):
             )
         except ConflictError:  # the window's unique key: name the id that collided
             held = {m.id for m in self.load_trajectory(namespace).messages}
-            twice = next((i for i in ids if i in held), None)
-            if twice is None:
+            again = next((i for i in ids if i in held), None)
+            if again is None:
                 raise
-            raise InvalidInputError(f"message id {twice!r} is already in the trajectory") from None
+            raise InvalidInputError(f"message id {again!r} is already in the trajectory") from None
 
     def _append_window(
         self,

@@ -57,9 +57,13 @@ class Dialect:
     #: SQL expression for the database's current time in ms (lease expiry uses it,
     #: so processes on different hosts agree on it).
     now_ms: str
-    #: Query (one `?`: a namespace name) returning the namespace's id and, where
-    #: needed, serialising writers of its window until the transaction ends.
+    #: Query (one `?`: a namespace name) returning the namespace's id, taken by
+    #: every append to its window (shared: appends do not wait for each other)...
     window_lock: str
+    #: ...and the statement (one `?`: the id) a rolling's snapshot takes exclusively,
+    #: so it waits for appends in flight and never sees a later row without an
+    #: earlier one; "" where every write is serialised anyway.
+    window_snapshot_lock: str
     #: Query (one `?`: a table name) returning a row when the table exists.
     has_table: str
     #: True when the driver takes `%s` placeholders instead of `?`.
@@ -76,6 +80,7 @@ SQLITE = Dialect(
     lock_clause="",  # BEGIN IMMEDIATE already holds the database's write lock
     now_ms="CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
     window_lock="SELECT id FROM namespaces WHERE name = ?",
+    window_snapshot_lock="",
     has_table="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
 )
 
@@ -86,11 +91,12 @@ POSTGRESQL = Dialect(
     # reference it (trajectory, activity) be inserted meanwhile
     lock_clause=" FOR NO KEY UPDATE",
     now_ms="CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-    # Identity values are handed out at insert, not at commit: without this two
-    # recorders could commit window rows out of their key order, and a rolling's
-    # snapshot could see a later message without an earlier one.
-    window_lock="SELECT id, pg_advisory_xact_lock(1347571789, CAST(id AS INTEGER))"
+    # Identity values are handed out at insert, not at commit: two recorders may
+    # commit window rows out of their key order, so a rolling's snapshot waits
+    # for every append in flight before it reads the window.
+    window_lock="SELECT id, pg_advisory_xact_lock_shared(1347571789, CAST(id AS INTEGER))"
     " FROM namespaces WHERE name = ?",
+    window_snapshot_lock="SELECT pg_advisory_xact_lock(1347571789, CAST(? AS INTEGER))",
     has_table="SELECT 1 FROM information_schema.tables"
     " WHERE table_schema = current_schema() AND table_name = ?",
     format_params=True,

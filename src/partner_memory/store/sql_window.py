@@ -187,6 +187,8 @@ class WindowSql(SqlBase):
             ).fetchone()
             if won is None:
                 return None
+            if self.dialect.window_snapshot_lock:
+                self._run(cur, self.dialect.window_snapshot_lock, (namespace_id,)).fetchone()
             return self._window(cur, namespace_id)
 
     def renew_leases(self, holder: str, *, ttl_ms: int) -> None:

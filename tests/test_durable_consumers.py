@@ -170,3 +170,32 @@ def test_two_services_share_one_consumer_without_repeats(store: MemoryStore) -> 
         a.catch_up()
         b.catch_up()
     assert sorted(e.seq for e in one.entries + two.entries) == list(range(1, 7))
+
+
+def test_cli_stats_shows_consumers(store_url: str) -> None:
+    """`stats` (table and JSON) shows each consumer's position and last failure."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from partner_memory.cli import app
+
+    store = open_store(store_url)
+    consumer = Collecting()
+    consumer.fail = True
+    with MemoryService(store, settings=RollingSettings(idle_check_interval_s=0)) as service:
+        service.register_consumer(consumer).result(10)
+        memory = service.memory("agent")
+        memory.record_turn("hello", "hi")
+        memory.roll_now()
+        memory.wait()
+    store.close()
+    runner = CliRunner()
+    shown = runner.invoke(app, ["stats", "--db", store_url, "-n", "agent"])
+    assert shown.exit_code == 0, shown.output
+    assert "collecting" in shown.output
+    assert "index is down" in shown.output
+    as_json = runner.invoke(app, ["stats", "--db", store_url, "-n", "agent", "--json"])
+    (status,) = json.loads(as_json.output)["consumers"]
+    assert status["name"] == "collecting"
+    assert (status["position"], status["head"], status["failures"]) == (0, 1, 1)

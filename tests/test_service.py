@@ -152,3 +152,51 @@ def test_lease_is_exclusive_and_expires(store: MemoryStore) -> None:
     time.sleep(0.05)
     assert store.rolling_holder("ns") is None  # lapsed
     assert store.begin_rolling("ns", "three", ttl_ms=60_000) is not None
+
+
+class SlowSummarizer:
+    name = "slow"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def summarize(self, messages: object, meter: object) -> str:
+        time.sleep(self.seconds)
+        return "a slow summary"
+
+
+def test_lease_is_renewed_while_a_long_rolling_runs(store: MemoryStore) -> None:
+    """A rolling longer than the lease keeps it: the scheduler renews what it holds."""
+    slow = RollingSettings(idle_check_interval_s=0, lease_ttl_s=0.6)
+    with (
+        MemoryService(store, settings=slow, summarizers=[SlowSummarizer(2.0)]) as first,
+        MemoryService(store, settings=slow) as second,
+    ):
+        a, b = first.memory("ns"), second.memory("ns")
+        a.record_turn("q", "a")
+        future = a.rolling.trigger(idle=False)
+        assert future is not None
+        deadline = time.monotonic() + 1.8
+        while time.monotonic() < deadline:  # well past the lease's 0.6 s
+            assert b.rolling.trigger(idle=False) is None
+            time.sleep(0.1)
+        assert future.result(10) is not None
+        assert a.rolling.errors == []
+        assert store.rolling_holder("ns") is None  # the commit gave it back
+
+
+def test_a_lost_lease_abandons_the_rolling(store: MemoryStore) -> None:
+    """If the lease lapsed and another process took it, the late commit stores nothing."""
+    settings = RollingSettings(idle_check_interval_s=0)
+    with MemoryService(store, settings=settings, summarizers=[SlowSummarizer(0.5)]) as service:
+        memory = service.memory("ns")
+        memory.record_turn("q", "a")
+        future = memory.rolling.trigger(idle=False)
+        assert future is not None
+        store.release_rolling("ns", service.leases.holder)  # as if it had lapsed...
+        assert store.begin_rolling("ns", "someone-else", ttl_ms=60_000) is not None  # ...and gone
+        with pytest.raises(Exception, match="lease of namespace 'ns' was lost"):
+            future.result(10)
+        assert memory.core.unit_ids() == []
+        assert len(memory.trajectory) == 2
+        assert len(memory.rolling.errors) == 1

@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
+from partner_memory.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    StorageUnavailableError,
+)
 from partner_memory.model import Message, TrajectoryState
 from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
@@ -19,11 +24,12 @@ from partner_memory.store.sql_base import (
     SqlBase,
     message_from_row,
     message_params,
-    values_clause,
 )
 
 #: Ids per `IN (...)` list.
 ID_CHUNK = 500
+#: A namespace's id from its name (one `?`), for statements sent without waiting.
+_BY_NAME = "(SELECT id FROM namespaces WHERE name = ?)"
 
 
 def chunks(items: Sequence[str], size: int = ID_CHUNK) -> Iterable[Sequence[str]]:
@@ -62,6 +68,11 @@ class WindowSql(SqlBase):
             rolled = None if int(row[1]) < 0 else int(row[1])
         return TrajectoryState([message_from_row(r) for r in rows], last, rolled)
 
+    def _has_namespace(self, namespace: str) -> bool:
+        with self._transaction(write=False) as cur:
+            row = self._run(cur, "SELECT 1 FROM namespaces WHERE name = ?", (namespace,)).fetchone()
+        return row is not None
+
     def trajectory_length(self, namespace: str) -> int:
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
@@ -90,7 +101,11 @@ class WindowSql(SqlBase):
             return self._append_window(
                 namespace, messages, last_interaction, structured, drop_structured
             )
-        except ConflictError:  # the window's unique key: name the id that collided
+        except (ConflictError, StorageUnavailableError):
+            # a missing namespace leaves the rows without one; else the window's
+            # unique key refused an id: name it
+            if not self._has_namespace(namespace):
+                raise NotFoundError(f"namespace {namespace!r} not found") from None
             held = {m.id for m in self.load_trajectory(namespace).messages}
             again = next((i for i in ids if i in held), None)
             if again is None:
@@ -105,47 +120,54 @@ class WindowSql(SqlBase):
         structured: Collection[str],
         drop_structured: bool,
     ) -> int:
+        # Every statement names the namespace by a subquery and nothing is read
+        # back until the last one, so PostgreSQL pipelines the whole append into
+        # one round trip (plus the commit). A missing namespace fails the insert.
         with self._transaction(write=True) as cur:
-            row = self._run(cur, self.dialect.window_lock, (namespace,)).fetchone()
-            if row is None:
-                raise NotFoundError(f"namespace {namespace!r} not found")
-            namespace_id = int(row[0])
+            self._run(cur, self.dialect.window_lock, (namespace,))
             if drop_structured:
                 self._run(
                     cur,
-                    "DELETE FROM trajectory WHERE namespace_id = ? AND structured = 1",
-                    (namespace_id,),
+                    f"DELETE FROM trajectory WHERE namespace_id = {_BY_NAME} AND structured = 1",
+                    (namespace,),
                 )
-            self._insert_trajectory(cur, namespace_id, messages, structured)
+            self._insert_trajectory(cur, (_BY_NAME, namespace), messages, structured)
             if last_interaction is None:
-                return self._window_length(cur, namespace_id)
-            # the window's new length comes back with the upsert: one round trip fewer
-            row = self._run(
-                cur,
-                "INSERT INTO activity (namespace_id, last_interaction) VALUES (?, ?)"
-                " ON CONFLICT (namespace_id) DO UPDATE"
-                " SET last_interaction = excluded.last_interaction"
-                " RETURNING (SELECT COUNT(*) FROM trajectory WHERE namespace_id = ?)",
-                (namespace_id, last_interaction, namespace_id),
-            ).fetchone()
+                row = self._run(
+                    cur,
+                    f"SELECT COUNT(*) FROM trajectory WHERE namespace_id = {_BY_NAME}",
+                    (namespace,),
+                ).fetchone()
+            else:  # the window's new length comes back with the upsert
+                row = self._run(
+                    cur,
+                    f"INSERT INTO activity (namespace_id, last_interaction) VALUES ({_BY_NAME}, ?)"
+                    " ON CONFLICT (namespace_id) DO UPDATE"
+                    " SET last_interaction = excluded.last_interaction"
+                    f" RETURNING (SELECT COUNT(*) FROM trajectory WHERE namespace_id = {_BY_NAME})",
+                    (namespace, last_interaction, namespace),
+                ).fetchone()
             return int(row[0])
 
     def _insert_trajectory(
         self,
         cur: Cursor,
-        namespace_id: int,
+        namespace: int | tuple[str, str],
         messages: Sequence[Message],
         structured: Collection[str] = (),
     ) -> None:
+        """Window rows for a namespace given by id, or by (SQL giving its id, parameter)."""
+        key_sql, key = ("?", namespace) if isinstance(namespace, int) else namespace
+        row_sql = f"({key_sql}, ?, ?, ?, ?, ?, ?)"
         for start in range(0, len(messages), ROWS_PER_INSERT):
             chunk = messages[start : start + ROWS_PER_INSERT]
             params: list[Any] = []
             for message in chunk:
-                params += (namespace_id, *message_params(message), int(message.id in structured))
+                params += (key, *message_params(message), int(message.id in structured))
             self._run(
                 cur,
                 f"INSERT INTO trajectory (namespace_id, {MESSAGE_COLUMNS}, structured) VALUES "
-                + values_clause(len(chunk), 7),
+                + ", ".join([row_sql] * len(chunk)),
                 params,
             )
 

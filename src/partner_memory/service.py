@@ -206,10 +206,12 @@ class MemoryService:
     def check_idle(self) -> list[Future[RollingResult | None]]:
         """R14 for every watched namespace that the database says has gone quiet."""
         cutoff = self.clock() - self.settings.idle_after_ms
+        with self._lock:
+            watched = sorted(self._watched)
         started = []
-        for namespace in self.store.idle_candidates(cutoff):
+        for namespace in self.store.idle_candidates(cutoff, watched) if watched else []:
             with self._lock:
-                handle = self._handles.get(namespace) if namespace in self._watched else None
+                handle = self._handles.get(namespace)
             if handle is None:
                 continue
             future = handle.rolling.check_idle()

@@ -28,6 +28,7 @@ from typing import NamedTuple
 from partner_memory.clock import Clock
 from partner_memory.context import ContextBlock, ContextWorkspace, Domain
 from partner_memory.core import MemoryCore
+from partner_memory.errors import PartnerMemoryError
 from partner_memory.model import MemorySlice, Message, RollingCost, TrajectoryState, new_id
 from partner_memory.rolling.after_rolling import AfterRollingRegistry, RollingResult
 from partner_memory.rolling.compress import MessageCompressor
@@ -124,10 +125,19 @@ class DialogRolling:
     # -- triggers ----------------------------------------------------------------
 
     def after_turn(self, window_length: int) -> Future[RollingResult | None] | None:
-        """R13: the count trigger, checked after every recorded turn."""
-        if window_length >= self.settings.max_messages:
+        """R13: the count trigger, checked after every recorded turn.
+
+        The turn is stored by now: a failure to start the rolling is logged, not
+        raised (a caller would retry and record the turn twice); the next turn,
+        or the idle check, triggers again.
+        """
+        if window_length < self.settings.max_messages:
+            return None
+        try:
             return self.trigger(idle=False, recheck=True)
-        return None
+        except PartnerMemoryError as exc:
+            log.warning("could not start a rolling of %r: %s", self._namespace, exc)
+            return None
 
     def idle_due(self) -> bool:
         """R14, judged on the namespace's shared last interaction."""

@@ -240,8 +240,8 @@ class WindowStore(Protocol):
         """Who holds the namespace's unexpired rolling lease, if anyone."""
         ...
 
-    def idle_candidates(self, before: int, *, limit: int = 1000) -> list[str]:
-        """Namespaces quiet since before `before` (ms) and not rolled for that quiet yet."""
+    def idle_candidates(self, before: int, among: Sequence[str]) -> list[str]:
+        """Which of `among` are quiet since before `before` (ms), not yet rolled for it."""
         ...
 
     def mark_idle_checked(self, namespace: str, last_interaction: int) -> None:

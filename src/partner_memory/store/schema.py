@@ -138,9 +138,6 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         """UPDATE namespaces SET rolling_seq = (
             SELECT COUNT(*) FROM rollings r WHERE r.namespace_id = namespaces.id)""",
         "CREATE UNIQUE INDEX rollings_log ON rollings (namespace_id, seq)",
-        # what the idle scheduler reads: only namespaces not yet rolled for their quiet
-        "CREATE INDEX activity_idle ON activity (last_interaction)"
-        " WHERE idle_rolled_for <> last_interaction",
         """CREATE TABLE rolling_leases (
             namespace_id BIGINT PRIMARY KEY,
             holder TEXT NOT NULL,

@@ -247,16 +247,19 @@ class WindowSql(SqlBase):
 
     # -- idle --------------------------------------------------------------------------
 
-    def idle_candidates(self, before: int, *, limit: int = 1000) -> list[str]:
+    def idle_candidates(self, before: int, among: Sequence[str]) -> list[str]:
+        found: list[str] = []
         with self._transaction(write=False) as cur:
-            rows = self._run(
-                cur,
-                "SELECT n.name FROM activity a JOIN namespaces n ON n.id = a.namespace_id"
-                " WHERE a.idle_rolled_for <> a.last_interaction AND a.last_interaction < ?"
-                " ORDER BY a.last_interaction LIMIT ?",
-                (before, limit),
-            ).fetchall()
-        return [str(r[0]) for r in rows]
+            for chunk in chunks(among):
+                rows = self._run(
+                    cur,
+                    "SELECT n.name FROM namespaces n JOIN activity a ON a.namespace_id = n.id"
+                    f" WHERE n.name IN {in_list(len(chunk))}"
+                    " AND a.idle_rolled_for <> a.last_interaction AND a.last_interaction < ?",
+                    (*chunk, before),
+                ).fetchall()
+                found += (str(r[0]) for r in rows)
+        return found
 
     def mark_idle_checked(self, namespace: str, last_interaction: int) -> None:
         with self._transaction(write=True) as cur:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from partner_memory import MemoryCore, MemoryService, RollingSettings, open_store
+from partner_memory import LogTransaction, MemoryCore, MemoryService, RollingSettings, open_store
 from partner_memory.model import Message
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,6 +140,15 @@ def _check(store_url: str, run: dict[str, object]) -> None:
         assert len(spoken) == PHASES
         totals = core.rolling_stats()
         assert totals.rollings > PHASES  # count rollings happened, not just idle ones
+        by_kind: dict[int, set[str]] = defaultdict(set)
+
+        def holders(tx: LogTransaction) -> None:
+            for idle, holder in tx.execute("SELECT idle, holder FROM rollings"):
+                by_kind[int(idle)].add(str(holder).rsplit(":", 1)[0])  # host:pid
+
+        store.run_in_transaction(holders)
+        assert len(by_kind[0]) >= 2, "count rollings should happen in several processes"
+        assert len(by_kind[1]) >= 1
     finally:
         store.close()
 

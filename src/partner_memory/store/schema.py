@@ -132,6 +132,8 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         "ALTER TABLE rollings ADD COLUMN rolling_size BIGINT NOT NULL DEFAULT 0",
         "ALTER TABLE rollings ADD COLUMN retain_divisor BIGINT",
         "ALTER TABLE rollings ADD COLUMN unit_slices BIGINT NOT NULL DEFAULT 0",
+        # which process rolled (host:pid:service), for inspection
+        "ALTER TABLE rollings ADD COLUMN holder TEXT",
         """UPDATE rollings SET seq = (
             SELECT COUNT(*) FROM rollings r WHERE r.namespace_id = rollings.namespace_id
             AND r.pk <= rollings.pk)""",

@@ -93,8 +93,8 @@ class LogSql(WindowSql):
             cur,
             "INSERT INTO rollings (namespace_id, seq, unit_id, slice_id, started_at, idle,"
             " messages, summarizer, llm_calls, prompt_tokens, completion_tokens, llm_ms,"
-            " pipeline_ms, fallbacks, rolling_size, retain_divisor, unit_slices) VALUES "
-            + values_clause(1, 17),
+            " pipeline_ms, fallbacks, rolling_size, retain_divisor, unit_slices, holder) VALUES "
+            + values_clause(1, 18),
             (
                 namespace_id,
                 seq,
@@ -113,6 +113,7 @@ class LogSql(WindowSql):
                 commit.rolling_size,
                 commit.retain_divisor,
                 update.unit.slice_count,
+                commit.holder,
             ),
         )
         return seq

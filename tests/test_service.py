@@ -200,3 +200,79 @@ def test_a_lost_lease_abandons_the_rolling(store: MemoryStore) -> None:
         assert memory.core.unit_ids() == []
         assert len(memory.trajectory) == 2
         assert len(memory.rolling.errors) == 1
+
+
+def test_open_from_settings(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MemoryService.open and PartnerMemory.open read PARTNER_MEMORY_DB and _NAMESPACE."""
+    from pathlib import Path
+
+    from partner_memory import PartnerMemory
+
+    database = Path(str(tmp_path)) / "env.db"
+    monkeypatch.setenv("PARTNER_MEMORY_DB", str(database))
+    monkeypatch.setenv("PARTNER_MEMORY_NAMESPACE", "from-env")
+    for name in ("BASE_URL", "MODEL"):
+        monkeypatch.delenv(f"PARTNER_MEMORY_LLM_{name}", raising=False)
+    with PartnerMemory.open(idle_timer=False) as memory:
+        assert memory.namespace == "from-env"
+        memory.record_turn("hello", "hi")
+    with MemoryService.open(idle_timer=False) as service:
+        assert len(service.memory("from-env").trajectory) == 2
+    assert database.exists()
+
+
+def test_durable_consumer_through_a_handle(store: MemoryStore) -> None:
+    """A handle passes a durable consumer to its service (registered once)."""
+    from partner_memory import LogEntry, LogTransaction, PartnerMemory
+
+    class Titles:
+        name = "titles"
+        seen: list[int] = []
+
+        def setup(self, tx: LogTransaction) -> None:
+            pass
+
+        def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
+            self.seen.append(entry.seq)
+
+    consumer = Titles()
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        assert memory.register_after_rolling(consumer)
+        assert not memory.register_after_rolling(consumer)
+        memory.record_turn("a", "b")
+        memory.roll_now()
+        memory.wait()
+    assert consumer.seen == [1]
+
+
+def test_async_open_and_service_consumer(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from partner_memory import LogEntry, LogTransaction
+
+    class Count:
+        name = "count"
+        entries = 0
+
+        def setup(self, tx: LogTransaction) -> None:
+            pass
+
+        def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
+            self.entries += 1
+
+    async def main() -> None:
+        database = Path(str(tmp_path)) / "aio.db"
+        memory = await AsyncPartnerMemory.open(database, "agent", idle_timer=False, llm=None)
+        assert memory.namespace == "agent"
+        await memory.record_messages([])
+        await memory.record_turn("a", "b")
+        assert (await memory.roll_now()) is not None
+        await memory.close()
+        service = await AsyncMemoryService.open(database, idle_timer=False, llm=None)
+        consumer = Count()
+        await service.register_consumer(consumer)
+        assert consumer.entries == 1
+        await service.wait()
+        await service.close()
+
+    asyncio.run(main())

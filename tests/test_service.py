@@ -227,7 +227,9 @@ def test_durable_consumer_through_a_handle(store: MemoryStore) -> None:
 
     class Titles:
         name = "titles"
-        seen: list[int] = []
+
+        def __init__(self) -> None:
+            self.seen: list[int] = []
 
         def setup(self, tx: LogTransaction) -> None:
             pass

@@ -149,10 +149,20 @@ def test_version_2_rollings_become_the_ordered_log(sqlite_path: Path) -> None:
             " fallbacks) VALUES (?, ?, ?, 5, 0, 1, 'extractive', 0, 0, 0, 0, 1, '')",
             (namespace, f"u{unit}", slice_id),
         )
+    for pk, message_id in ((1, "w0"), (2, "w1")):
+        conn.execute(
+            "INSERT INTO trajectory VALUES (?, 1, ?, 'user', 'in the window', NULL, NULL)",
+            (pk, message_id),
+        )
+    conn.execute("INSERT INTO activity VALUES (1, 777)")
     conn.commit()
     conn.close()
     store = SQLiteStore(sqlite_path)
     try:
+        window = store.load_trajectory("a")
+        assert [m.id for m in window.messages] == ["w0", "w1"]
+        assert (window.last_interaction, window.idle_rolled_for) == (777, None)
+        assert store.idle_candidates(778, ["a", "b"]) == ["a"]
         assert [e.slice.id for e in store.read_log("a", 0)] == ["s1", "s2"]
         assert [e.seq for e in store.read_log("a", 0)] == [1, 2]
         assert [(e.seq, e.slice.id) for e in store.read_log("b", 0)] == [(1, "t1")]

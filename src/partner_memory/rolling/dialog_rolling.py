@@ -182,7 +182,7 @@ class DialogRolling:
         its conversation's date.
         """
         ns = self._namespace
-        state = self._leases.acquire(ns) if wait else self._leases.try_acquire(ns)
+        state = self._leases.acquire(ns) if wait else self._leases.try_acquire(ns, peek=recheck)
         if state is None:
             return None
         now = self._clock()

@@ -44,8 +44,15 @@ class LeaseKeeper:
         with self._lock:
             return len(self._held)
 
-    def try_acquire(self, namespace: str) -> TrajectoryState | None:
-        """The lease and a snapshot of the window, or None if another holder has it."""
+    def try_acquire(self, namespace: str, *, peek: bool = False) -> TrajectoryState | None:
+        """The lease and a snapshot of the window, or None if another holder has it.
+
+        With `peek`, a plain read first finds a live holder, so triggers that
+        fire on every turn while a rolling runs do not queue on the lease's row.
+        """
+        current = self._store.rolling_holder(namespace) if peek else None
+        if current is not None and not holder_is_dead(current):
+            return None
         state = self._store.begin_rolling(namespace, self.holder, ttl_ms=self.ttl_ms)
         if state is None:
             current = self._store.rolling_holder(namespace)

@@ -122,10 +122,19 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         "CREATE INDEX rollings_by_namespace ON rollings (namespace_id, pk)",
     ),
     # step 3: the namespace's state lives in the database, shared by every process -
-    # structured prompts in the window, the quiet period an idle rolling covered,
-    # the rolling lease, the ordered rolling log and its consumers' positions.
+    # structured prompts in the window, when each window message was an interaction
+    # (the last interaction is their maximum: no row every turn must update), the
+    # quiet period an idle rolling covered, the rolling lease, the ordered rolling
+    # log and its consumers' positions.
     (
         "ALTER TABLE trajectory ADD COLUMN structured INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE trajectory ADD COLUMN interaction BIGINT",
+        """UPDATE trajectory SET interaction = (
+            SELECT a.last_interaction FROM activity a
+            WHERE a.namespace_id = trajectory.namespace_id)
+            WHERE pk = (SELECT MAX(t.pk) FROM trajectory t
+                        WHERE t.namespace_id = trajectory.namespace_id)""",
+        "CREATE INDEX trajectory_interaction ON trajectory (namespace_id, interaction)",
         "ALTER TABLE activity ADD COLUMN idle_rolled_for BIGINT NOT NULL DEFAULT -1",
         "ALTER TABLE namespaces ADD COLUMN rolling_seq BIGINT NOT NULL DEFAULT 0",
         "ALTER TABLE rollings ADD COLUMN seq BIGINT NOT NULL DEFAULT 0",

@@ -1,4 +1,4 @@
-"""Shared SQL for a namespace's live state: the window, its activity, the rolling lease.
+"""Shared SQL for a namespace's live state: the window, its last interaction, the rolling lease.
 
 All of it lives in the database so that every process and thread that opens
 a namespace sees one window, one last-interaction time and one rolling at a
@@ -53,20 +53,19 @@ class WindowSql(SqlBase):
 
     def _window(self, cur: Cursor, namespace_id: int) -> TrajectoryState:
         row = self._run(
-            cur,
-            "SELECT last_interaction, idle_rolled_for FROM activity WHERE namespace_id = ?",
-            (namespace_id,),
+            cur, "SELECT idle_rolled_for FROM activity WHERE namespace_id = ?", (namespace_id,)
         ).fetchone()
         rows = self._run(
             cur,
-            f"SELECT {MESSAGE_COLUMNS} FROM trajectory WHERE namespace_id = ? ORDER BY pk",
+            f"SELECT {MESSAGE_COLUMNS}, interaction FROM trajectory WHERE namespace_id = ?"
+            " ORDER BY pk",
             (namespace_id,),
         ).fetchall()
-        last = rolled = None
-        if row is not None:
-            last = int(row[0])
-            rolled = None if int(row[1]) < 0 else int(row[1])
-        return TrajectoryState([message_from_row(r) for r in rows], last, rolled)
+        times = [int(r[5]) for r in rows if r[5] is not None]
+        rolled = None if row is None or int(row[0]) < 0 else int(row[0])
+        return TrajectoryState(
+            [message_from_row(r) for r in rows], max(times) if times else None, rolled
+        )
 
     def _has_namespace(self, namespace: str) -> bool:
         with self._transaction(write=False) as cur:
@@ -122,7 +121,9 @@ class WindowSql(SqlBase):
     ) -> int:
         # Every statement names the namespace by a subquery and nothing is read
         # back until the last one, so PostgreSQL pipelines the whole append into
-        # one round trip (plus the commit). A missing namespace fails the insert.
+        # one round trip (plus the commit). No row is updated: recorders of one
+        # namespace do not queue behind each other's commits. A missing
+        # namespace fails the insert.
         with self._transaction(write=True) as cur:
             self._run(cur, self.dialect.window_lock, (namespace,))
             if drop_structured:
@@ -131,22 +132,14 @@ class WindowSql(SqlBase):
                     f"DELETE FROM trajectory WHERE namespace_id = {_BY_NAME} AND structured = 1",
                     (namespace,),
                 )
-            self._insert_trajectory(cur, (_BY_NAME, namespace), messages, structured)
-            if last_interaction is None:
-                row = self._run(
-                    cur,
-                    f"SELECT COUNT(*) FROM trajectory WHERE namespace_id = {_BY_NAME}",
-                    (namespace,),
-                ).fetchone()
-            else:  # the window's new length comes back with the upsert
-                row = self._run(
-                    cur,
-                    f"INSERT INTO activity (namespace_id, last_interaction) VALUES ({_BY_NAME}, ?)"
-                    " ON CONFLICT (namespace_id) DO UPDATE"
-                    " SET last_interaction = excluded.last_interaction"
-                    f" RETURNING (SELECT COUNT(*) FROM trajectory WHERE namespace_id = {_BY_NAME})",
-                    (namespace, last_interaction, namespace),
-                ).fetchone()
+            self._insert_trajectory(
+                cur, (_BY_NAME, namespace), messages, structured, interaction=last_interaction
+            )
+            row = self._run(
+                cur,
+                f"SELECT COUNT(*) FROM trajectory WHERE namespace_id = {_BY_NAME}",
+                (namespace,),
+            ).fetchone()
             return int(row[0])
 
     def _insert_trajectory(
@@ -155,19 +148,21 @@ class WindowSql(SqlBase):
         namespace: int | tuple[str, str],
         messages: Sequence[Message],
         structured: Collection[str] = (),
+        *,
+        interaction: int | None = None,
     ) -> None:
         """Window rows for a namespace given by id, or by (SQL giving its id, parameter)."""
         key_sql, key = ("?", namespace) if isinstance(namespace, int) else namespace
-        row_sql = f"({key_sql}, ?, ?, ?, ?, ?, ?)"
+        row_sql = f"({key_sql}, ?, ?, ?, ?, ?, ?, ?)"
         for start in range(0, len(messages), ROWS_PER_INSERT):
             chunk = messages[start : start + ROWS_PER_INSERT]
             params: list[Any] = []
-            for message in chunk:
-                params += (key, *message_params(message), int(message.id in structured))
+            for m in chunk:
+                params += (key, *message_params(m), int(m.id in structured), interaction)
             self._run(
                 cur,
-                f"INSERT INTO trajectory (namespace_id, {MESSAGE_COLUMNS}, structured) VALUES "
-                + ", ".join([row_sql] * len(chunk)),
+                f"INSERT INTO trajectory (namespace_id, {MESSAGE_COLUMNS}, structured,"
+                " interaction) VALUES " + ", ".join([row_sql] * len(chunk)),
                 params,
             )
 
@@ -253,9 +248,13 @@ class WindowSql(SqlBase):
             for chunk in chunks(among):
                 rows = self._run(
                     cur,
-                    "SELECT n.name FROM namespaces n JOIN activity a ON a.namespace_id = n.id"
+                    "SELECT n.name FROM namespaces n"
+                    " JOIN trajectory t ON t.namespace_id = n.id"
+                    " LEFT JOIN activity a ON a.namespace_id = n.id"
                     f" WHERE n.name IN {in_list(len(chunk))}"
-                    " AND a.idle_rolled_for <> a.last_interaction AND a.last_interaction < ?",
+                    " GROUP BY n.name, a.idle_rolled_for"
+                    " HAVING MAX(t.interaction) < ?"
+                    " AND MAX(t.interaction) <> COALESCE(a.idle_rolled_for, -1)",
                     (*chunk, before),
                 ).fetchall()
                 found += (str(r[0]) for r in rows)
@@ -269,6 +268,8 @@ class WindowSql(SqlBase):
     def _mark_idle(self, cur: Cursor, namespace_id: int, last_interaction: int) -> None:
         self._run(
             cur,
-            "UPDATE activity SET idle_rolled_for = ? WHERE namespace_id = ?",
-            (last_interaction, namespace_id),
+            "INSERT INTO activity (namespace_id, last_interaction, idle_rolled_for)"
+            " VALUES (?, ?, ?) ON CONFLICT (namespace_id) DO UPDATE"
+            " SET idle_rolled_for = excluded.idle_rolled_for",
+            (namespace_id, last_interaction, last_interaction),
         )

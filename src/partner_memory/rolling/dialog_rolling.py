@@ -36,7 +36,7 @@ from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.rolling.llm import UsageMeter
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.rolling.summarize import SummarizerChain
-from partner_memory.store.base import RollingCommit
+from partner_memory.store.base import CommittedRolling, RollingCommit
 from partner_memory.trajectory import Trajectory, dropped_ids
 
 #: Errors kept per namespace for inspection; the log has the rest.
@@ -243,10 +243,19 @@ class DialogRolling:
         finally:
             self._leases.release(self._namespace)
 
-    def _commit(self, commit: RollingCommit) -> None:
-        self._store.commit_rolling(self._namespace, commit)
+    def _commit(self, commit: RollingCommit) -> CommittedRolling:
+        committed = self._store.commit_rolling(self._namespace, commit)
         self._leases.committed(self._namespace)
-        self.sync_context()
+        update = committed.update
+        with self._context_lock:
+            # next in the log after what the workspace holds: no need to read it back;
+            # otherwise context() brings in everything in order when next asked
+            if update is not None and committed.seq == self._seen + 1:
+                self._workspace.register(
+                    dialog_history_block(update.unit.id, update.slice, self.settings)
+                )
+                self._seen = committed.seq
+        return committed
 
     def _roll_leased(self, moment: Moment) -> RollingResult | None:
         snapshot, idle = moment.snapshot, moment.idle
@@ -277,11 +286,8 @@ class DialogRolling:
             pipeline_ms=own_ms,
             fallbacks=tuple(meter.fallbacks),
         )
-        committed = self._store.commit_rolling(self._namespace, replace(commit, cost=cost))
-        self._leases.committed(self._namespace)
-        update = committed.update
+        update = self._commit(replace(commit, cost=cost)).update
         assert update is not None
-        self.sync_context()
         result = RollingResult(
             memory_unit=update.unit,
             memory_slice=update.slice,

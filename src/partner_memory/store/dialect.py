@@ -57,8 +57,8 @@ class Dialect:
     #: SQL expression for the database's current time in ms (lease expiry uses it,
     #: so processes on different hosts agree on it).
     now_ms: str
-    #: Query (one `?`: a namespace name) returning the namespace's id, taken by
-    #: every append to its window (shared: appends do not wait for each other)...
+    #: Statement (one `?`: a namespace name) every append to its window runs first
+    #: (shared: appends do not wait for each other), or "" where not needed...
     window_lock: str
     #: ...and the statement (one `?`: the id) a rolling's snapshot takes exclusively,
     #: so it waits for appends in flight and never sees a later row without an
@@ -79,7 +79,7 @@ SQLITE = Dialect(
     serial_type="INTEGER PRIMARY KEY",
     lock_clause="",  # BEGIN IMMEDIATE already holds the database's write lock
     now_ms="CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
-    window_lock="SELECT id FROM namespaces WHERE name = ?",
+    window_lock="",
     window_snapshot_lock="",
     has_table="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
 )
@@ -94,7 +94,7 @@ POSTGRESQL = Dialect(
     # Identity values are handed out at insert, not at commit: two recorders may
     # commit window rows out of their key order, so a rolling's snapshot waits
     # for every append in flight before it reads the window.
-    window_lock="SELECT id, pg_advisory_xact_lock_shared(1347571789, CAST(id AS INTEGER))"
+    window_lock="SELECT pg_advisory_xact_lock_shared(1347571789, CAST(id AS INTEGER))"
     " FROM namespaces WHERE name = ?",
     window_snapshot_lock="SELECT pg_advisory_xact_lock(1347571789, CAST(? AS INTEGER))",
     has_table="SELECT 1 FROM information_schema.tables"

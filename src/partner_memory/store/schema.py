@@ -135,6 +135,8 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
             WHERE pk = (SELECT MAX(t.pk) FROM trajectory t
                         WHERE t.namespace_id = trajectory.namespace_id)""",
         "CREATE INDEX trajectory_interaction ON trajectory (namespace_id, interaction)",
+        # structured prompts are rare: every turn's delete of them finds none at once
+        "CREATE INDEX trajectory_structured ON trajectory (namespace_id) WHERE structured = 1",
         "ALTER TABLE activity ADD COLUMN idle_rolled_for BIGINT NOT NULL DEFAULT -1",
         "ALTER TABLE namespaces ADD COLUMN rolling_seq BIGINT NOT NULL DEFAULT 0",
         "ALTER TABLE rollings ADD COLUMN seq BIGINT NOT NULL DEFAULT 0",

@@ -125,7 +125,8 @@ class WindowSql(SqlBase):
         # namespace do not queue behind each other's commits. A missing
         # namespace fails the insert.
         with self._transaction(write=True) as cur:
-            self._run(cur, self.dialect.window_lock, (namespace,))
+            if self.dialect.window_lock:
+                self._run(cur, self.dialect.window_lock, (namespace,))
             if drop_structured:
                 self._run(
                     cur,

@@ -197,6 +197,15 @@ class NamespaceInfo(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class WindowActivity(Record):
+    """What the triggers need to know of a window, without reading its messages."""
+
+    length: int
+    last_interaction: int | None
+    idle_rolled_for: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TrajectoryState(Record):
     """The persisted conversation window of a namespace (R9) and its last interaction."""
 
@@ -204,6 +213,10 @@ class TrajectoryState(Record):
     last_interaction: int | None
     #: The last interaction an idle rolling already covered (R14 fires once per quiet).
     idle_rolled_for: int | None = None
+
+    @property
+    def activity(self) -> WindowActivity:
+        return WindowActivity(len(self.messages), self.last_interaction, self.idle_rolled_for)
 
 
 @dataclass(frozen=True, slots=True)

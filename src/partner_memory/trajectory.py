@@ -51,7 +51,7 @@ class Trajectory:
     @property
     def last_interaction(self) -> int | None:
         """When the last turn was recorded (ms), by any process, or None before the first."""
-        return self._store.load_trajectory(self._namespace).last_interaction
+        return self._store.window_activity(self._namespace).last_interaction
 
     def record_turn(
         self,

@@ -80,9 +80,9 @@ def ingest(
     started = time.perf_counter()
     ids = [m.id for m in transcript.messages]
     done = memory.core.store.stored_message_ids(memory.namespace, ids)
-    held = memory.trajectory.snapshot()
-    done.update(m.id for m in held)
-    window = len(held)
+    held = memory.core.store.load_trajectory(memory.namespace)
+    done.update(m.id for m in held.messages)
+    window, last_interaction = len(held.messages), held.last_interaction
     pending = [m for m in transcript.messages if m.id not in done]
     if progress and len(pending) < len(transcript.messages):
         progress(len(transcript.messages) - len(pending))
@@ -90,8 +90,9 @@ def ingest(
     batch: list[Message] = []
 
     def record() -> None:
-        nonlocal window
-        window = memory.record_messages(batch, interaction=clock())
+        nonlocal window, last_interaction
+        last_interaction = clock()
+        window = memory.record_messages(batch, interaction=last_interaction)
         if progress:
             progress(len(batch))
         batch.clear()
@@ -104,11 +105,14 @@ def ingest(
             if batch and message.timestamp - clock() > idle_after:
                 record()
             clock.set(message.timestamp)
-            if not batch and memory.rolling.idle_due():
+            quiet = last_interaction is not None and clock() - last_interaction > idle_after
+            if not batch and quiet:
                 # live, the timer would check again in a few seconds; a replay has no
                 # seconds to spare, so a rolling in flight must not swallow the boundary
+                # (the idle check itself judges the shared window under the lease)
                 memory.rolling.wait()
                 memory.check_idle()
+                last_interaction = None
         batch.append(message)
         if window + len(batch) >= memory.settings.max_messages:
             window = len(memory.trajectory)  # a rolling may have trimmed it meanwhile

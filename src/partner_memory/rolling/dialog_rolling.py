@@ -29,7 +29,7 @@ from partner_memory.clock import Clock
 from partner_memory.context import ContextBlock, ContextWorkspace, Domain
 from partner_memory.core import MemoryCore
 from partner_memory.errors import PartnerMemoryError
-from partner_memory.model import MemorySlice, Message, RollingCost, TrajectoryState, new_id
+from partner_memory.model import MemorySlice, Message, RollingCost, WindowActivity, new_id
 from partner_memory.rolling.after_rolling import AfterRollingRegistry, RollingResult
 from partner_memory.rolling.compress import MessageCompressor
 from partner_memory.rolling.lease import LeaseKeeper
@@ -79,10 +79,10 @@ class Moment(NamedTuple):
     idle: bool
 
 
-def idle_due(state: TrajectoryState, now: int, idle_after_ms: int) -> bool:
+def idle_due(window: WindowActivity, now: int, idle_after_ms: int) -> bool:
     """R14: more than the idle time since the last interaction, not yet rolled for it."""
-    last = state.last_interaction
-    if last is None or last == state.idle_rolled_for or len(state.messages) <= 1:
+    last = window.last_interaction
+    if last is None or last == window.idle_rolled_for or window.length <= 1:
         return False
     return now - last > idle_after_ms
 
@@ -141,8 +141,8 @@ class DialogRolling:
 
     def idle_due(self) -> bool:
         """R14, judged on the namespace's shared last interaction."""
-        state = self._store.load_trajectory(self._namespace)
-        return idle_due(state, self._clock(), self.settings.idle_after_ms)
+        window = self._store.window_activity(self._namespace)
+        return idle_due(window, self._clock(), self.settings.idle_after_ms)
 
     def check_idle(self) -> Future[RollingResult | None] | None:
         """R14: the idle trigger; fires once per quiet period."""
@@ -189,7 +189,7 @@ class DialogRolling:
         last = state.last_interaction
         if recheck:
             still_due = (
-                idle_due(state, now, self.settings.idle_after_ms)
+                idle_due(state.activity, now, self.settings.idle_after_ms)
                 if idle
                 else len(state.messages) >= self.settings.max_messages
             )

@@ -27,6 +27,7 @@ from partner_memory.model import (
     TrajectoryState,
     UnitInfo,
     UnitUpdate,
+    WindowActivity,
 )
 from partner_memory.store.dialect import Capability, Dialect
 
@@ -198,6 +199,10 @@ class WindowStore(Protocol):
         ...
 
     def trajectory_length(self, namespace: str) -> int: ...
+
+    def window_activity(self, namespace: str) -> WindowActivity:
+        """The window's length, last interaction and quiet already rolled; no message read."""
+        ...
 
     def append_trajectory(
         self,

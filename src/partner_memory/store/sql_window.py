@@ -16,7 +16,7 @@ from partner_memory.errors import (
     NotFoundError,
     StorageUnavailableError,
 )
-from partner_memory.model import Message, TrajectoryState
+from partner_memory.model import Message, TrajectoryState, WindowActivity
 from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
     ROWS_PER_INSERT,
@@ -71,6 +71,21 @@ class WindowSql(SqlBase):
         with self._transaction(write=False) as cur:
             row = self._run(cur, "SELECT 1 FROM namespaces WHERE name = ?", (namespace,)).fetchone()
         return row is not None
+
+    def window_activity(self, namespace: str) -> WindowActivity:
+        with self._transaction(write=False) as cur:
+            row = self._run(
+                cur,
+                "SELECT (SELECT COUNT(*) FROM trajectory t WHERE t.namespace_id = n.id),"
+                " (SELECT MAX(t.interaction) FROM trajectory t WHERE t.namespace_id = n.id),"
+                " (SELECT a.idle_rolled_for FROM activity a WHERE a.namespace_id = n.id)"
+                " FROM namespaces n WHERE n.name = ?",
+                (namespace,),
+            ).fetchone()
+        if row is None:
+            raise NotFoundError(f"namespace {namespace!r} not found")
+        rolled = None if row[2] is None or int(row[2]) < 0 else int(row[2])
+        return WindowActivity(int(row[0]), None if row[1] is None else int(row[1]), rolled)
 
     def trajectory_length(self, namespace: str) -> int:
         with self._transaction(write=False) as cur:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -121,9 +122,11 @@ def sharing(args: argparse.Namespace, tmp: Path) -> None:
             if label.startswith("1 process, 1"):
                 single = figures["median"]
             ratio = f"{figures['median'] / single:.2f}x" if single else "-"
+            rate = figures["rollings_per_s"]
+            rolled = "-" if math.isnan(rate) else f"{rate:.1f}"
             print(
                 f"{backend:<9} {label:<28} {figures['median']:>8.3f} {figures['p99']:>8.3f}"
-                f" {ratio:>9} {figures['rollings_per_s']:>11.1f}"
+                f" {ratio:>9} {rolled:>11}"
             )
 
 

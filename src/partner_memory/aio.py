@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from partner_memory.context import Domain, ResolvedBlock
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
@@ -44,8 +44,30 @@ async def _call(consumer: AsyncAfterRolling, result: RollingResult) -> object:
     return await consumer(result)
 
 
-class AsyncPartnerMemory:
+class _Closing:
+    """`close()` and `async with` for a wrapper of a sync object that has `close()`."""
+
+    sync: PartnerMemory | MemoryService
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class AsyncPartnerMemory(_Closing):
     """`PartnerMemory` for asyncio: the same handle, every blocking call awaited."""
+
+    sync: PartnerMemory
 
     def __init__(self, memory: PartnerMemory) -> None:
         self.sync = memory
@@ -122,23 +144,11 @@ class AsyncPartnerMemory:
     async def stats(self) -> RollingTotals:
         return await asyncio.to_thread(self.sync.stats)
 
-    async def close(self) -> None:
-        await asyncio.to_thread(self.sync.close)
 
-    async def __aenter__(self) -> AsyncPartnerMemory:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-
-class AsyncMemoryService:
+class AsyncMemoryService(_Closing):
     """`MemoryService` for asyncio: one per process, handing out `AsyncPartnerMemory`."""
+
+    sync: MemoryService
 
     def __init__(self, service: MemoryService) -> None:
         self.sync = service
@@ -158,17 +168,3 @@ class AsyncMemoryService:
 
     async def wait(self) -> None:
         await asyncio.to_thread(self.sync.wait)
-
-    async def close(self) -> None:
-        await asyncio.to_thread(self.sync.close)
-
-    async def __aenter__(self) -> AsyncMemoryService:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

@@ -278,3 +278,26 @@ def test_async_open_and_service_consumer(tmp_path: object) -> None:
         await service.close()
 
     asyncio.run(main())
+
+
+def test_only_a_dead_holder_in_this_process_space_is_taken_over() -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from partner_memory.rolling.lease import holder_is_dead, process_space
+
+    host, space = socket.gethostname(), process_space()
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    gone = int(child.stdout)
+    assert holder_is_dead(f"{host}:{gone}:{space}:x")
+    assert not holder_is_dead(f"{host}:{os.getpid()}:{space}:x")  # ourselves
+    assert not holder_is_dead(f"{host}:{gone}:another-space:x")  # a container with our name
+    assert not holder_is_dead(f"elsewhere:{gone}:{space}:x")
+    assert not holder_is_dead("not a holder")

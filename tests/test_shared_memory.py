@@ -215,9 +215,10 @@ def test_dead_holder_lease_is_taken_over(store_url: str) -> None:
     try:
         core = MemoryCore(store, "ns")
         code = (
-            "import sys, os; from partner_memory import open_store\n"
+            "import sys, os, socket; from partner_memory import open_store\n"
+            "from partner_memory.rolling.lease import process_space\n"
             "s = open_store(sys.argv[1])\n"
-            "holder = f'{os.uname().nodename}:{os.getpid()}:x'\n"
+            "holder = f'{socket.gethostname()}:{os.getpid()}:{process_space()}:x'\n"
             "assert s.begin_rolling('ns', holder, ttl_ms=3_600_000) is not None\n"
             "os._exit(0)\n"
         )

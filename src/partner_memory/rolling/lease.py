@@ -3,9 +3,10 @@
 A rolling runs only under its namespace's lease, a row in the database that
 expires unless renewed; a killed process's lease lapses on its own. One
 holder id per service; the service's scheduler renews what it holds. The
-holder id names the host and process, so a process on the same host takes
-over at once a lease whose holder is known to be dead, instead of waiting
-for it to lapse.
+holder id names the host, the process and the process-id space (boot and
+pid namespace, so containers sharing a hostname are told apart), so a
+process in the same space takes over at once a lease whose holder is known
+to be dead, instead of waiting for it to lapse.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class LeaseKeeper:
         self._store = store
         #: called when a lease is taken: whoever renews leases must be running
         self._on_acquire = on_acquire
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4()}"
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{process_space()}:{uuid.uuid4()}"
         self.ttl_ms = max(1, int(ttl_s * 1000))
         self._held: set[str] = set()
         self._lock = threading.Lock()
@@ -99,11 +100,24 @@ class LeaseKeeper:
             self._store.renew_leases(self.holder, ttl_ms=self.ttl_ms)
 
 
+def process_space() -> str:
+    """Where a pid means the same process: this boot of the kernel and this pid namespace."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            boot_id = boot.read().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:  # no /proc: never judge another process dead
+        return f"unknown-{uuid.uuid4()}"
+    return f"{boot_id}-{namespace}"
+
+
 def holder_is_dead(holder: str) -> bool:
-    """True only for a holder on this host whose process no longer exists."""
-    host, _, rest = holder.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
+    """True only for a holder in this process space whose process no longer exists."""
+    parts = holder.split(":")
+    if len(parts) != 4 or not parts[1].isdigit():
+        return False
+    host, pid_text, space, _ = parts
+    if host != socket.gethostname() or space != process_space():
         return False
     pid = int(pid_text)
     if pid == os.getpid():

@@ -190,15 +190,36 @@ def test_env_selects_database(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert json.loads(run("units", "--json"))["total"] == 3
 
 
-def test_exit_codes_are_distinct() -> None:
+def test_exit_codes_are_distinct_and_documented() -> None:
+    from partner_memory.errors import LLMError
+
     kinds = [
         NotFoundError,
         InvalidInputError,
         ConflictError,
         ConfigurationError,
         StorageUnavailableError,
+        LLMError,
     ]
-    assert sorted(EXIT_CODES[k] for k in kinds) == [3, 4, 5, 6, 7]
+    assert sorted(EXIT_CODES[k] for k in kinds) == [3, 4, 5, 6, 7, 8]
+    readme = " ".join((ROOT / "README.md").read_text("utf-8").split())
+    for code, words in ((3, "not found"), (7, "storage unavailable"), (8, "LLM failure")):
+        assert f"{code} {words}" in readme
+
+
+def test_error_text_is_printed_as_written(db: str) -> None:
+    """An id or message with markup-like brackets is printed literally, not interpreted."""
+    result = runner.invoke(app, ["show", "x[/]", "--db", db, "-n", "agent"])
+    assert result.exit_code == 3
+    assert "'x[/]' not found" in result.output
+
+
+def test_llm_settings_never_show_the_key() -> None:
+    from partner_memory.rolling import LLMSettings
+
+    settings = LLMSettings(base_url="http://127.0.0.1:1/v1", model="m", api_key="sk-secret-42")
+    assert "sk-secret-42" not in repr(settings)
+    assert "sk-secret-42" not in str(settings)
 
 
 def test_every_command_has_help_and_is_in_readme() -> None:

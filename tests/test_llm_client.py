@@ -69,6 +69,14 @@ def test_malformed_json_is_an_llm_error(fake_llm: Any) -> None:
         client(fake_llm).complete([{"role": "user", "content": "x"}])
 
 
+def test_unstorable_answer_is_an_llm_error(fake_llm: Any) -> None:
+    """An answer with NUL or a lone surrogate cannot be stored: the fallback takes over."""
+    fake_llm.script.extend([("ok", "nul \x00 here"), ("ok", "half \udc00 pair")])
+    for _ in range(2):
+        with pytest.raises(LLMError, match="answer"):
+            client(fake_llm).complete([{"role": "user", "content": "x"}])
+
+
 def test_empty_content_is_an_llm_error(fake_llm: Any) -> None:
     fake_llm.script.append(("empty", None))
     with pytest.raises(LLMError, match="empty"):
@@ -81,6 +89,8 @@ def test_empty_content_is_an_llm_error(fake_llm: Any) -> None:
         (("status", 500), "InternalServerError"),
         (("malformed", None), "summarize"),
         (("empty", None), "empty"),
+        (("ok", "a summary with a NUL \x00 inside"), "NUL"),
+        (("ok", "a summary with a lone surrogate \ud800"), "not valid Unicode"),
     ],
 )
 def test_rolling_falls_back_to_offline_summary_and_records_why(

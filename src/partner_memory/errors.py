@@ -5,7 +5,8 @@
     ├── InvalidInputError        a value, file or field that breaks the data model
     ├── ConflictError            stored state disagrees with what the caller asked for
     ├── ConfigurationError       a setting (database URL, path) that cannot be used
-    └── StorageUnavailableError  the database cannot be opened, read or written now
+    ├── StorageUnavailableError  the database cannot be opened, read or written now
+    └── LLMError                 a chat completion failed or returned nothing usable
 
 Backends translate driver errors into this tree at their transaction
 boundary; the CLI and HTTP layers map it to exit and status codes in one place.
@@ -36,3 +37,7 @@ class ConfigurationError(PartnerMemoryError):
 
 class StorageUnavailableError(PartnerMemoryError):
     """The database cannot be reached, opened or written (locked, corrupt, refused)."""
+
+
+class LLMError(PartnerMemoryError):
+    """A chat completion that failed or returned nothing usable; rolling falls back."""

@@ -7,11 +7,13 @@ from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from partner_memory.errors import (
     ConfigurationError,
     ConflictError,
     InvalidInputError,
+    LLMError,
     NotFoundError,
     PartnerMemoryError,
     StorageUnavailableError,
@@ -24,6 +26,7 @@ EXIT_CODES: dict[type[PartnerMemoryError], int] = {
     ConflictError: 5,
     ConfigurationError: 6,
     StorageUnavailableError: 7,
+    LLMError: 8,
 }
 EXIT_OTHER = 1
 
@@ -43,5 +46,6 @@ def reported() -> Iterator[None]:
     try:
         yield
     except PartnerMemoryError as exc:
-        _stderr.print(f"[bold red]error:[/] {exc}", markup=True)
+        # the message is text, never markup: "[postgres]" and "x[/]" print as written
+        _stderr.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True)
         raise typer.Exit(exit_code(exc)) from None

@@ -12,13 +12,12 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from partner_memory.errors import ConfigurationError, PartnerMemoryError
+from partner_memory.errors import ConfigurationError, InvalidInputError, LLMError
+from partner_memory.model import check_text
 
-
-class LLMError(PartnerMemoryError):
-    """A chat completion that failed or returned nothing usable."""
+__all__ = ["ChatClient", "Completion", "LLMError", "LLMSettings", "UsageMeter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +26,7 @@ class LLMSettings:
 
     base_url: str
     model: str
-    api_key: str = "not-needed"
+    api_key: str = field(default="not-needed", repr=False)  # never printed
     compressor_model: str | None = None
     timeout_s: float = 60.0
     max_retries: int = 2
@@ -132,6 +131,7 @@ class ChatClient:
             text = (choices[0].message.content or "") if choices else ""
             if not text.strip():
                 raise LLMError("the model returned an empty answer")
+            _check_answer(text)
         except (LLMError, self._openai.OpenAIError, ValueError, TypeError, AttributeError) as exc:
             latency = (time.perf_counter() - started) * 1000
             error = exc if isinstance(exc, LLMError) else LLMError(_describe(exc))
@@ -152,6 +152,14 @@ class ChatClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _check_answer(text: str) -> None:
+    """An answer that cannot be stored (NUL, lone surrogates) is as unusable as none."""
+    try:
+        check_text(text, "the model's answer")
+    except InvalidInputError as exc:
+        raise LLMError(str(exc)) from None
 
 
 def _describe(exc: Exception) -> str:

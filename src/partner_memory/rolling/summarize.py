@@ -18,7 +18,7 @@ from typing import Protocol
 import rjieba
 
 from partner_memory import markers
-from partner_memory.model import Message
+from partner_memory.model import Message, check_text
 from partner_memory.rolling.llm import ChatClient, LLMError, UsageMeter
 from partner_memory.rolling.prompts import language, summary_messages
 
@@ -148,7 +148,7 @@ class SummarizerChain:
         placeholder = EMPTY_PLACEHOLDER
         for summarizer in self._summarizers:
             try:
-                text = summarizer.summarize(messages, meter).strip()
+                text = check_text(summarizer.summarize(messages, meter), "summary").strip()
             except (LLMError, Exception) as exc:  # a summariser must never stop rolling
                 if not isinstance(exc, LLMError):
                     meter.fallbacks.append(f"{summarizer.name}: {type(exc).__name__}: {exc}")

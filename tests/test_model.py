@@ -64,3 +64,34 @@ def test_message_ids_are_time_ordered_uuid7() -> None:
     parsed = uuid.UUID(first)
     assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
     assert first < second
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"retain_divisor": 0}, "retain_divisor must be at least 1"),
+        ({"idle_after_ms": float("nan")}, "idle_after_ms must be an integer"),
+        ({"lease_ttl_s": float("inf")}, "finite"),
+        ({"max_messages": "72"}, "max_messages must be an integer"),
+        ({"max_messages": True}, "max_messages must be an integer"),
+        ({"replace_fade": None}, "replace_fade must be a number"),
+    ],
+)
+def test_rolling_settings_refuse_what_cannot_work(options: dict[str, object], problem: str) -> None:
+    from partner_memory import ConfigurationError, RollingSettings
+
+    with pytest.raises(ConfigurationError, match=problem):
+        RollingSettings(**options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("timestamp", [10**30, -1, 2**63])
+def test_timestamps_out_of_range_are_invalid_input(timestamp: int) -> None:
+    with pytest.raises(InvalidInputError, match="between 1970 and 9999"):
+        Message(role="user", content="x", timestamp=timestamp)
+
+
+def test_open_store_refuses_a_non_path() -> None:
+    from partner_memory import ConfigurationError, open_store
+
+    with pytest.raises(ConfigurationError, match="path or URL"):
+        open_store(None)  # type: ignore[arg-type]

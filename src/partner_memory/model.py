@@ -72,6 +72,21 @@ def check_text(value: object, field_name: str) -> str:
     return value
 
 
+#: The latest time a timestamp may name (9999-12-31, in ms): beyond it no date
+#: renders and no backend's 64-bit column holds every value.
+MAX_TIMESTAMP = 253_402_300_799_999
+
+
+def check_timestamp(value: object, field_name: str) -> int:
+    """A time in ms since the epoch, between 1970 and the year 9999."""
+    ms = check_index(value, field_name)
+    if not 0 <= ms <= MAX_TIMESTAMP:
+        raise InvalidInputError(
+            f"{field_name} {ms} is not a time in ms between 1970 and 9999 (0..{MAX_TIMESTAMP})"
+        )
+    return ms
+
+
 def check_index(value: object, field_name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInputError(f"{field_name} must be an integer, got {type(value).__name__}")
@@ -137,7 +152,7 @@ class Message(Record):
         if not self.id:
             raise InvalidInputError("message id must not be empty")
         if self.timestamp is not None:
-            check_index(self.timestamp, "message timestamp")
+            check_timestamp(self.timestamp, "message timestamp")
         if not isinstance(self.metadata, dict):
             raise InvalidInputError(
                 f"message metadata must be a JSON object, got {type(self.metadata).__name__}"

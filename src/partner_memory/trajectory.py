@@ -14,7 +14,7 @@ from typing import Any
 
 from partner_memory import markers
 from partner_memory.clock import Clock
-from partner_memory.model import Message, check_index, check_messages, check_text
+from partner_memory.model import Message, check_messages, check_text, check_timestamp
 from partner_memory.store.base import MemoryStore
 
 
@@ -80,7 +80,7 @@ class Trajectory:
         check_text(user_input, "user_input")
         check_text(assistant_output, "assistant_output")
         check_text(source, "source")
-        now = self._clock() if timestamp is None else check_index(timestamp, "timestamp")
+        now = self._clock() if timestamp is None else check_timestamp(timestamp, "timestamp")
         assistant_content, replied = markers.assistant_text(assistant_output)
         user = Message(
             role="user",
@@ -105,7 +105,7 @@ class Trajectory:
         """
         batch = check_messages(messages)
         if interaction is not None:
-            check_index(interaction, "interaction")
+            check_timestamp(interaction, "interaction")
         return self._store.append_trajectory(
             self._namespace, batch, last_interaction=interaction, structured=_structured(batch)
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from partner_memory.errors import ConfigurationError
@@ -35,11 +36,18 @@ class RollingSettings:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            value = getattr(self, f.name)
-            if value < 0:
+            value: float = getattr(self, f.name)
+            integral = f.type == "int"
+            kinds: tuple[type, ...] = (int,) if integral else (int, float)
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                kind = "an integer" if integral else "a number"
+                raise ConfigurationError(f"rolling setting {f.name} must be {kind}, got {value!r}")
+            if not math.isfinite(value) or value < 0:
                 raise ConfigurationError(
-                    f"rolling setting {f.name} must not be negative, got {value}"
+                    f"rolling setting {f.name} must be a finite number >= 0, got {value}"
                 )
+        if self.retain_divisor < 1:
+            raise ConfigurationError("rolling setting retain_divisor must be at least 1")
         if self.max_messages < 2:
             raise ConfigurationError("rolling setting max_messages must be at least 2")
         if self.lease_ttl_s < 0.5:

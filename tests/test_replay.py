@@ -209,3 +209,100 @@ def test_sigkill_during_ingest_then_rerun(store_url: str, tmp_path: Path) -> Non
         assert window == []
         assert sorted(flat) == expected  # nothing lost, nothing twice
     assert partial  # at least one kill landed mid-ingest
+
+
+def test_same_name_different_content_is_not_skipped(
+    sqlite_store: MemoryStore, tmp_path: Path
+) -> None:
+    """Ids come from the conversation, not the file name: Tuesday's chat.jsonl is recorded."""
+    from partner_memory.ingest import ReplayClock, ingest
+
+    for day, words in (("monday", "hello"), ("tuesday", "goodbye")):
+        folder = tmp_path / day
+        folder.mkdir()
+        (folder / "chat.jsonl").write_text(
+            f'{{"role": "user", "content": "{words}"}}\n'
+            f'{{"role": "assistant", "content": "{words} to you"}}\n'
+        )
+    clock = ReplayClock()
+    with PartnerMemory(sqlite_store, "ns", clock=clock, idle_timer=False) as memory:
+        first = ingest(memory, read_transcript(tmp_path / "monday" / "chat.jsonl"), clock)
+        second = ingest(memory, read_transcript(tmp_path / "tuesday" / "chat.jsonl"), clock)
+        again = ingest(memory, read_transcript(tmp_path / "tuesday" / "chat.jsonl"), clock)
+    assert (first.recorded, second.recorded, again.recorded, again.skipped) == (2, 2, 0, 2)
+
+
+def test_reused_or_conflicting_ids_name_the_line(sqlite_store: MemoryStore, tmp_path: Path) -> None:
+    from partner_memory.ingest import ReplayClock, ingest
+
+    path = tmp_path / "chat.jsonl"
+    path.write_text(
+        '{"role": "user", "content": "a", "id": "m-1"}\n'
+        '{"role": "user", "content": "b", "id": "m-2"}\n'
+        '{"role": "user", "content": "c", "id": "m-1"}\n'
+    )
+    with pytest.raises(InvalidInputError, match=r"chat\.jsonl line 3: message id 'm-1' repeats"):
+        read_transcript(path)
+    path.write_text('{"role": "user", "content": "a", "id": "m-1"}\n')
+    clock = ReplayClock()
+    with PartnerMemory(sqlite_store, "ns", clock=clock, idle_timer=False) as memory:
+        ingest(memory, read_transcript(path), clock)
+        path.write_text('{"role": "user", "content": "not a", "id": "m-1"}\n')
+        with pytest.raises(InvalidInputError, match=r"line 1: message id 'm-1' is already stored"):
+            ingest(memory, read_transcript(path), clock)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (b"\xff\xfe not utf-8\n", "not UTF-8"),
+        (b'{"role": "user", "content": "x", "timestamp": NaN}\n', "not a time"),
+        (b'{"role": "user", "content": "x", "timestamp": 1e300}\n', "not a time"),
+        (b'{"role": "user", "content": "x", "timestamp": 100000000000000000000}\n', "between 1970"),
+        (b"[" * 100_000 + b"\n", "nested too deeply"),
+        (b'{"role": "user", "content": "x", "id": ["list"]}\n', "'id' must be a string"),
+    ],
+)
+def test_hostile_jsonl_is_one_clear_error(tmp_path: Path, text: bytes, problem: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(text)
+    with pytest.raises(InvalidInputError, match=problem) as caught:
+        read_transcript(path)
+    assert str(caught.value).count("bad.jsonl") == 1
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"conversation": [1, 2]},
+        {
+            "speaker_a": "A",
+            "speaker_b": "B",
+            "session_1": 5,
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+        },
+        {"speaker_a": "A", "speaker_b": "B", "session_1": [], "session_1_date_time": 20230508},
+        {
+            "speaker_a": "A",
+            "speaker_b": "B",
+            "session_1": [{"speaker": "A", "text": 3}],
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+        },
+        {
+            "speaker_a": "A",
+            "speaker_b": "B",
+            "session_1": [
+                {"speaker": "A", "text": "x", "dia_id": "D1"},
+                {"speaker": "B", "text": "y", "dia_id": "D1"},
+            ],
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+        },
+    ],
+)
+def test_locomo_of_the_wrong_shape_is_one_clear_error(tmp_path: Path, document: object) -> None:
+    import json
+
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(InvalidInputError, match=r"conv\.json"):
+        read_transcript(path)

@@ -248,3 +248,17 @@ def test_window_append_reports_length_and_refuses_without_writing(store: MemoryS
     assert store.append_trajectory("ns", [prompt], structured={prompt.id}) == 6
     assert store.append_trajectory("ns", messages(1, "turn"), drop_structured=True) == 6
     assert prompt.id not in {m.id for m in store.load_trajectory("ns").messages}
+
+
+def test_window_refuses_an_id_already_stored_in_a_unit(store: MemoryStore) -> None:
+    """A reused id would be skipped by the next rolling and lost: it is refused at once."""
+    from partner_memory.core import MemoryCore
+    from partner_memory.errors import InvalidInputError
+
+    core = MemoryCore(store, "ns")
+    stored = Message(role="user", content="stored")
+    core.update_memory_unit([stored], "s")
+    again = Message(role="user", content="new words", id=stored.id)
+    with pytest.raises(InvalidInputError, match=stored.id):
+        store.append_trajectory("ns", [again], last_interaction=5)
+    assert store.load_trajectory("ns").messages == []

@@ -95,6 +95,7 @@ class Trajectory:
             last_interaction=now,
             structured=_structured([user, assistant]),
             drop_structured=True,
+            fresh_ids=True,
         )
         return Turn(user=user, assistant=assistant, replied=replied), length
 

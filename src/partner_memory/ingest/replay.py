@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from partner_memory.clock import system_clock
+from partner_memory.errors import InvalidInputError
 from partner_memory.ingest.transcripts import Transcript
 from partner_memory.memory import PartnerMemory
-from partner_memory.model import Message, RollingTotals
+from partner_memory.model import Message, RollingTotals, TrajectoryState
 
 
 class ReplayClock:
@@ -68,6 +69,27 @@ class IngestReport:
         }
 
 
+def _already_recorded(
+    memory: PartnerMemory, transcript: Transcript
+) -> tuple[set[str], TrajectoryState]:
+    """Ids of the transcript already stored (in a unit or the window), and the window.
+
+    An id that is stored with other content is refused, naming where it came
+    from: skipping it would silently drop the transcript's message.
+    """
+    store, namespace = memory.core.store, memory.namespace
+    known = store.find_messages(namespace, [m.id for m in transcript.messages])
+    held = store.load_trajectory(namespace)
+    known.update((m.id, m) for m in held.messages)
+    for message, origin in zip(transcript.messages, transcript.origins, strict=True):
+        stored = known.get(message.id)
+        if stored is not None and (stored.role, stored.content) != (message.role, message.content):
+            raise InvalidInputError(
+                f"{origin}: message id {message.id!r} is already stored with other content"
+            )
+    return set(known), held
+
+
 def ingest(
     memory: PartnerMemory,
     transcript: Transcript,
@@ -78,10 +100,7 @@ def ingest(
 ) -> IngestReport:
     """Record every message of `transcript` in order; `flush` rolls what is left at the end."""
     started = time.perf_counter()
-    ids = [m.id for m in transcript.messages]
-    done = memory.core.store.stored_message_ids(memory.namespace, ids)
-    held = memory.core.store.load_trajectory(memory.namespace)
-    done.update(m.id for m in held.messages)
+    done, held = _already_recorded(memory, transcript)
     window, last_interaction = len(held.messages), held.last_interaction
     pending = [m for m in transcript.messages if m.id not in done]
     if progress and len(pending) < len(transcript.messages):

@@ -1,13 +1,18 @@
 """Transcript readers: JSON Lines of messages, and the LoCoMo conversation format.
 
-Every message gets a stable id (given, or derived from the file and its
-position), so replaying a transcript again - after a crash, say - can skip
-what is already stored instead of storing it twice.
+Every message gets a stable id, so replaying a transcript again - after a
+crash, or after it grew - can skip what is already stored instead of storing
+it twice. A JSON Lines message without an id gets one derived from its own
+content and the id of the message before it: the same conversation gives the
+same ids whatever the file is called, and two different conversations never
+share one. Each message's origin (file and line) is kept for error messages;
+ids repeated within a transcript are refused.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
 from dataclasses import dataclass
@@ -31,10 +36,24 @@ class Transcript:
     name: str
     format: str
     messages: list[Message]
+    #: Where each message came from ("chat.jsonl line 12"), for errors.
+    origins: list[str]
+
+    def __post_init__(self) -> None:
+        first: dict[str, str] = {}
+        for message, origin in zip(self.messages, self.origins, strict=True):
+            seen = first.setdefault(message.id, origin)
+            if seen != origin:
+                raise InvalidInputError(f"{origin}: message id {message.id!r} repeats {seen}'s")
 
 
 def _derived(name: str, key: str) -> str:
     return str(uuid.uuid5(_ID_NAMESPACE, f"{name}\x1f{key}"))
+
+
+def _chained(previous: str, role: str, content: str, timestamp: int | None) -> str:
+    """An id from the message and the id before it: equal only for equal conversations."""
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{previous}\x1f{role}\x1f{timestamp}\x1f{content}"))
 
 
 def _timestamp(value: Any, where: str) -> int | None:
@@ -46,6 +65,8 @@ def _timestamp(value: Any, where: str) -> int | None:
     if isinstance(value, int):
         return value
     if isinstance(value, float):
+        if not math.isfinite(value) or abs(value) > 1e13:
+            raise InvalidInputError(f"{where}: timestamp {value!r} is not a time in seconds")
         return int(value * 1000)
     if isinstance(value, str):
         try:
@@ -61,37 +82,62 @@ def _timestamp(value: Any, where: str) -> int | None:
 def read_jsonl(path: Path) -> Transcript:
     """One JSON object per line: role, content, and optionally timestamp, id, metadata."""
     messages: list[Message] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path.name} line {number}"
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"{where}: invalid JSON: {exc.msg}") from None
-            if not isinstance(item, dict):
-                raise InvalidInputError(f"{where}: expected a JSON object")
-            role = item.get("role")
-            if role not in ROLES:
-                raise InvalidInputError(
-                    f"{where}: role must be one of {', '.join(sorted(ROLES))}, got {role!r}"
-                )
-            if "content" not in item:
-                raise InvalidInputError(f"{where}: field 'content' is missing")
-            try:
-                messages.append(
-                    Message(
-                        role=role,
-                        content=item["content"],
-                        id=str(item.get("id") or _derived(path.name, str(number))),
-                        timestamp=_timestamp(item.get("timestamp"), where),
-                        metadata=item.get("metadata") or {},
-                    )
-                )
-            except InvalidInputError as exc:
-                raise InvalidInputError(f"{where}: {exc}") from None
-    return Transcript(path.name, "jsonl", messages)
+    origins: list[str] = []
+    previous = ""
+    for number, line in enumerate(_lines(path), start=1):
+        if not line.strip():
+            continue
+        where = f"{path.name} line {number}"
+        try:
+            item = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise InvalidInputError(f"{where}: invalid JSON: {reason}") from None
+        if not isinstance(item, dict):
+            raise InvalidInputError(f"{where}: expected a JSON object")
+        role = item.get("role")
+        if role not in ROLES:
+            raise InvalidInputError(
+                f"{where}: role must be one of {', '.join(sorted(ROLES))}, got {role!r}"
+            )
+        if "content" not in item:
+            raise InvalidInputError(f"{where}: field 'content' is missing")
+        try:
+            timestamp = _timestamp(item.get("timestamp"), where)
+            given = item.get("id")
+            if given is not None and not isinstance(given, str | int):
+                raise InvalidInputError("field 'id' must be a string")
+            message = Message(
+                role=role,
+                content=item["content"],
+                id=str(given)
+                if given not in (None, "")
+                else _chained(previous, role, str(item["content"]), timestamp),
+                timestamp=timestamp,
+                metadata=item.get("metadata") or {},
+            )
+        except InvalidInputError as exc:
+            text = str(exc)
+            raise InvalidInputError(
+                text if text.startswith(where) else f"{where}: {text}"
+            ) from None
+        messages.append(message)
+        origins.append(where)
+        previous = message.id
+    return Transcript(path.name, "jsonl", messages, origins)
+
+
+def _lines(path: Path) -> list[str]:
+    return _read_text(path).splitlines()
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{path.name}: not UTF-8 text (byte {exc.start} cannot be decoded)"
+        ) from None
 
 
 def parse_locomo_date(text: str) -> int:
@@ -110,6 +156,8 @@ def read_locomo(path: Path, data: dict[str, Any] | None = None) -> Transcript:
     if data is None:
         data = json.loads(path.read_text(encoding="utf-8"))
     conversation = data.get("conversation", data)
+    if not isinstance(conversation, dict):
+        raise InvalidInputError(f"{path.name}: 'conversation' must be an object")
     try:
         speaker_a = conversation["speaker_a"]
         conversation["speaker_b"]
@@ -117,19 +165,27 @@ def read_locomo(path: Path, data: dict[str, Any] | None = None) -> Transcript:
         raise InvalidInputError(f"{path.name}: LoCoMo file lacks {exc.args[0]!r}") from None
     sessions = sorted((int(m.group(1)), key) for key in conversation if (m := _SESSION.match(key)))
     messages: list[Message] = []
+    origins: list[str] = []
     for number, key in sessions:
         date_key = f"{key}_date_time"
         if date_key not in conversation:
             raise InvalidInputError(f"{path.name}: {key} has no {date_key}")
+        if not isinstance(conversation[date_key], str):
+            raise InvalidInputError(f"{path.name}: {date_key} must be a date string")
+        if not isinstance(conversation[key], list):
+            raise InvalidInputError(f"{path.name}: {key} must be a list of turns")
         start = parse_locomo_date(conversation[date_key])
         for i, turn in enumerate(conversation[key]):
             where = f"{path.name}: {key}[{i}]"
             if not isinstance(turn, dict) or "text" not in turn or "speaker" not in turn:
                 raise InvalidInputError(f"{where}: a turn needs speaker and text")
+            if not isinstance(turn["text"], str) or not isinstance(turn["speaker"], str):
+                raise InvalidInputError(f"{where}: speaker and text must be strings")
             text = turn["text"]
             if turn.get("blip_caption"):
                 text = f"{text}\n[shares an image: {turn['blip_caption']}]"
             dia_id = str(turn.get("dia_id") or f"D{number}:{i + 1}")
+            origins.append(f"{where} (dia_id {dia_id})")
             messages.append(
                 Message(
                     role="user" if turn["speaker"] == speaker_a else "assistant",
@@ -139,7 +195,7 @@ def read_locomo(path: Path, data: dict[str, Any] | None = None) -> Transcript:
                     metadata={"speaker": turn["speaker"], "dia_id": dia_id, "session": number},
                 )
             )
-    return Transcript(path.name, "locomo", messages)
+    return Transcript(path.name, "locomo", messages, origins)
 
 
 def read_transcript(path: str | Path, fmt: Format = "auto") -> Transcript:
@@ -150,7 +206,9 @@ def read_transcript(path: str | Path, fmt: Format = "auto") -> Transcript:
     if fmt == "jsonl" or (fmt == "auto" and file.suffix in (".jsonl", ".ndjson")):
         return read_jsonl(file)
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(_read_text(file))
+    except RecursionError:
+        raise InvalidInputError(f"{file.name}: invalid JSON: nested too deeply") from None
     except json.JSONDecodeError as exc:
         if fmt == "auto":
             return read_jsonl(file)

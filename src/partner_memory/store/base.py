@@ -183,6 +183,10 @@ class UnitStore(Protocol):
         """Which of these ids are already stored in one of the namespace's units."""
         ...
 
+    def find_messages(self, namespace: str, message_ids: Sequence[str]) -> dict[str, Message]:
+        """The stored messages among these ids, by id (ids not stored are absent)."""
+        ...
+
     def recent_slices(self, namespace: str, limit: int) -> list[tuple[str, MemorySlice]]:
         """The newest slices of the namespace as (unit id, slice), newest first."""
         ...
@@ -212,13 +216,15 @@ class WindowStore(Protocol):
         last_interaction: int | None = None,
         structured: Collection[str] = (),
         drop_structured: bool = False,
+        fresh_ids: bool = False,
     ) -> int:
         """Append to the window in recording order; returns the window's new length.
 
         `structured` names the ids of structured prompts among `messages`;
         `drop_structured` first removes those the window holds (R10).
         `last_interaction` (ms), if given, becomes the namespace's. An id
-        already in the window raises InvalidInputError.
+        already in the window, or stored in a unit, raises InvalidInputError;
+        `fresh_ids` (ids just made) skips the second check.
         """
         ...
 

@@ -106,6 +106,7 @@ class WindowSql(SqlBase):
         last_interaction: int | None = None,
         structured: Collection[str] = (),
         drop_structured: bool = False,
+        fresh_ids: bool = False,
     ) -> int:
         ids = [m.id for m in messages]
         if len(set(ids)) != len(ids):
@@ -113,7 +114,12 @@ class WindowSql(SqlBase):
             raise InvalidInputError(f"message id {twice!r} appears twice in one batch")
         try:
             return self._append_window(
-                namespace, messages, last_interaction, structured, drop_structured
+                namespace,
+                messages,
+                last_interaction=last_interaction,
+                structured=structured,
+                drop_structured=drop_structured,
+                fresh_ids=fresh_ids,
             )
         except (ConflictError, StorageUnavailableError):
             # a missing namespace leaves the rows without one; else the window's
@@ -130,9 +136,11 @@ class WindowSql(SqlBase):
         self,
         namespace: str,
         messages: Sequence[Message],
+        *,
         last_interaction: int | None,
         structured: Collection[str],
         drop_structured: bool,
+        fresh_ids: bool,
     ) -> int:
         # Every statement names the namespace by a subquery and nothing is read
         # back until the last one, so PostgreSQL pipelines the whole append into
@@ -142,6 +150,19 @@ class WindowSql(SqlBase):
         with self._transaction(write=True) as cur:
             if self.dialect.window_lock:
                 self._run(cur, self.dialect.window_lock, (namespace,))
+            if not fresh_ids:  # a rolling would skip a stored id: the message would be lost
+                for chunk in chunks([m.id for m in messages]):
+                    row = self._run(
+                        cur,
+                        "SELECT m.message_id FROM messages m CROSS JOIN units u"
+                        f" WHERE m.message_id IN {in_list(len(chunk))}"
+                        f" AND u.pk = m.unit_pk AND u.namespace_id = {_BY_NAME}",
+                        (*chunk, namespace),
+                    ).fetchone()
+                    if row is not None:
+                        raise InvalidInputError(
+                            f"message id {row[0]!r} is already stored in namespace {namespace!r}"
+                        )
             if drop_structured:
                 self._run(
                     cur,
@@ -195,6 +216,22 @@ class WindowSql(SqlBase):
                 f" AND message_id IN {in_list(len(chunk))}",
                 (namespace_id, *chunk),
             )
+
+    def find_messages(self, namespace: str, message_ids: Sequence[str]) -> dict[str, Message]:
+        found: dict[str, Message] = {}
+        columns = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            for chunk in chunks(message_ids):
+                rows = self._run(
+                    cur,
+                    f"SELECT {columns} FROM messages m CROSS JOIN units u"
+                    f" WHERE m.message_id IN {in_list(len(chunk))}"
+                    " AND u.pk = m.unit_pk AND u.namespace_id = ?",
+                    (*chunk, namespace_id),
+                ).fetchall()
+                found.update((str(r[0]), message_from_row(r)) for r in rows)
+        return found
 
     def stored_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
         with self._transaction(write=False) as cur:

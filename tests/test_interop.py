@@ -12,6 +12,7 @@ import pytest
 from partner_memory.core import MemoryCore
 from partner_memory.errors import ConflictError, InvalidInputError
 from partner_memory.interop import export_partner_state, import_partner_state
+from partner_memory.memory import PartnerMemory
 from partner_memory.store import MemoryStore
 from tests.conftest import FakeClock
 
@@ -305,3 +306,106 @@ def test_bad_cognition_file_is_named_and_nothing_stored(store: MemoryStore, tmp_
     ):
         import_partner_state(store, state, namespace="ns")
     assert store.get_namespace("ns") is None
+
+
+def _minimal_state(root: Path, session: str = "s1") -> None:
+    (root / "core" / "memory").mkdir(parents=True)
+    (root / "core" / "memory.json").write_text(
+        json.dumps({"memory_session_id": session, "memory_unit_uuid_set": ["u1"]})
+    )
+    (root / "core" / "memory" / "memory-unitu1.json").write_text(
+        json.dumps(
+            {"id": "u1", "update_timestamp": 5, "conversation_messages": [], "memory_slices": []}
+        )
+    )
+
+
+@pytest.mark.parametrize("session", ["", "../../x", "a\x00b", " "])
+def test_unusable_session_ids_are_refused(store: MemoryStore, tmp_path: Path, session: str) -> None:
+    _minimal_state(tmp_path, session)
+    with pytest.raises(InvalidInputError, match="memory_session_id"):
+        import_partner_state(store, tmp_path, namespace="agent")
+    assert store.get_namespace("agent") is None
+
+
+def test_fifo_devices_and_links_out_are_refused(store: MemoryStore, tmp_path: Path) -> None:
+    """Nothing outside the directory is followed, and nothing that never ends is read."""
+    import os
+
+    _minimal_state(tmp_path)
+    unit = tmp_path / "core" / "memory" / "memory-unitu1.json"
+    unit.unlink()
+    os.mkfifo(unit)
+    with pytest.raises(InvalidInputError, match="not a regular file"):
+        import_partner_state(store, tmp_path, namespace="agent")
+    unit.unlink()
+    unit.symlink_to("/dev/zero")
+    with pytest.raises(InvalidInputError, match="links outside the state directory"):
+        import_partner_state(store, tmp_path, namespace="agent")
+    unit.unlink()
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.json"
+    outside.write_text("{}")
+    unit.symlink_to(outside)
+    with pytest.raises(InvalidInputError, match="links outside"):
+        import_partner_state(store, tmp_path, namespace="agent")
+    assert store.get_namespace("agent") is None
+
+
+def test_hostile_unit_files_are_one_clear_error(store: MemoryStore, tmp_path: Path) -> None:
+    _minimal_state(tmp_path)
+    unit = tmp_path / "core" / "memory" / "memory-unitu1.json"
+    slice_ = {"id": "x", "start_index": 0, "end_index": 0, "summary": "s", "created_timestamp": 5}
+    cases = [
+        ("[" * 100_000, "nested too deeply"),
+        (json.dumps({"id": "u1", "update_timestamp": 10**30}), "between 1970"),
+        (
+            json.dumps({"id": "u1", "memory_slices": [dict(slice_, created_timestamp=10**30)]}),
+            "between 1970",
+        ),
+        (json.dumps({"id": "u1", "memory_slices": [slice_, slice_]}), "repeats memory_slices"),
+        (
+            '{"id": "u1", "memory_slices": [{"id": "\\ud800", "start_index": 0, "end_index": 0,'
+            ' "summary": "s", "created_timestamp": 5}]}',
+            "not valid Unicode",
+        ),
+    ]
+    for text, problem in cases:
+        unit.write_text(text)
+        with pytest.raises(InvalidInputError, match=problem):
+            import_partner_state(store, tmp_path, namespace="agent")
+    assert store.get_namespace("agent") is None
+
+
+def test_a_unit_named_cognition_keeps_the_window(store: MemoryStore, tmp_path: Path) -> None:
+    """Window ids are derived apart from every unit's, whatever the unit is called."""
+    (tmp_path / "core" / "memory").mkdir(parents=True)
+    (tmp_path / "core" / "memory.json").write_text(
+        json.dumps({"memory_session_id": "s1", "memory_unit_uuid_set": ["cognition"]})
+    )
+    talk = [{"role": "user", "content": f"stored {i}"} for i in range(2)]
+    (tmp_path / "core" / "memory" / "memory-unitcognition.json").write_text(
+        json.dumps({"id": "cognition", "update_timestamp": 5, "conversation_messages": talk})
+    )
+    window = [{"role": "user", "content": f"window {i}"} for i in range(3)]
+    (tmp_path / "core" / "cognition.json").write_text(json.dumps({"chat_messages": window}))
+    import_partner_state(store, tmp_path, namespace="agent")
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        result = memory.roll_now()
+        assert result is not None
+        assert [m.content for m in result.increment_messages] == [f"window {i}" for i in range(3)]
+
+
+def test_window_with_unrolled_messages_is_not_replaced_silently(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    _minimal_state(tmp_path)
+    (tmp_path / "core" / "cognition.json").write_text(
+        json.dumps({"chat_messages": [{"role": "user", "content": "from the file"}]})
+    )
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        memory.record_turn("recorded here", "and not rolled")
+    with pytest.raises(ConflictError, match="would drop 2 message"):
+        import_partner_state(store, tmp_path, namespace="agent")
+    assert len(store.load_trajectory("agent").messages) == 2
+    report = import_partner_state(store, tmp_path, namespace="agent", replace_window=True)
+    assert report.trajectory_replaced == 1

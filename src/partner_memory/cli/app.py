@@ -187,11 +187,20 @@ def import_partner(
     state_dir: Annotated[Path, typer.Argument(help="The reference's state directory.")],
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
+    replace_window: Annotated[
+        bool,
+        typer.Option(
+            "--replace-window",
+            help="Let core/cognition.json replace a window holding messages not yet rolled.",
+        ),
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Import a reference state directory (all or nothing; importing twice changes nothing)."""
     with reported(), opened_store(db, write=True) as store:
-        report = import_partner_state(store, state_dir, namespace=namespace)
+        report = import_partner_state(
+            store, state_dir, namespace=namespace, replace_window=replace_window
+        )
         if as_json:
             render.print_json(report.to_dict())
             return

@@ -13,7 +13,11 @@ from pathlib import Path
 
 from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import ConflictError
-from partner_memory.interop.partner_state import PartnerState, read_partner_state
+from partner_memory.interop.partner_state import (
+    COGNITION_FILE,
+    PartnerState,
+    read_partner_state,
+)
 from partner_memory.model import MemoryUnit, Message, Record, check_namespace
 from partner_memory.rolling.increment import by_content, resolve_increment
 from partner_memory.store.base import MemoryStore, UnitWrite
@@ -78,8 +82,13 @@ def import_partner_state(
     *,
     namespace: str,
     clock: Clock = system_clock,
+    replace_window: bool = False,
 ) -> ImportReport:
-    """Import `state_dir` into `namespace`, adopting its memory session id."""
+    """Import `state_dir` into `namespace`, adopting its memory session id.
+
+    A `core/cognition.json` replaces the stored window only if nothing
+    recorded but not yet rolled would be lost, or `replace_window` says so.
+    """
     namespace = check_namespace(namespace)
     state = read_partner_state(state_dir, namespace=namespace, now=clock())
     report = ImportReport(
@@ -101,7 +110,7 @@ def import_partner_state(
             report.units_extended += 1
         report.messages_added += len(write.messages)
         report.slices_added += len(write.slices)
-    trajectory = _plan_trajectory(store, namespace, state)
+    trajectory = _plan_trajectory(store, namespace, state, replace_window=replace_window)
     if trajectory is not None:
         report.trajectory_replaced = len(trajectory)
     current = store.get_namespace(namespace)
@@ -116,7 +125,7 @@ def import_partner_state(
 
 
 def _plan_trajectory(
-    store: MemoryStore, namespace: str, state: PartnerState
+    store: MemoryStore, namespace: str, state: PartnerState, *, replace_window: bool
 ) -> list[Message] | None:
     """The window to store, or None when the file is absent or the stored one is the same.
 
@@ -138,4 +147,13 @@ def _plan_trajectory(
         held = store.load_trajectory(namespace).messages
         if [(m.id, m.role, m.content) for m in held] == [(m.id, m.role, m.content) for m in window]:
             return None
+        kept = {m.id for m in window} | store.stored_message_ids(namespace, [m.id for m in held])
+        lost = [m for m in held if m.id not in kept]
+        if lost and not replace_window:
+            raise ConflictError(
+                f"importing {COGNITION_FILE} would drop {len(lost)} message(s) recorded in"
+                f" namespace {namespace!r} but not yet rolled into a unit (the first:"
+                f" {lost[0].content[:60]!r}); roll them first, or import with --replace-window;"
+                " nothing imported"
+            )
     return window

@@ -240,3 +240,13 @@ def test_every_command_has_help_and_is_in_readme() -> None:
         assert re.search(rf"partner-memory {re.escape(name)}\b", readme), (
             f"{name} missing from README"
         )
+
+
+def test_conventions_version_short_help_and_format_choice() -> None:
+    from importlib.metadata import version
+
+    assert run("--version").strip() == f"partner-memory {version('partner-memory')}"
+    assert "Usage: partner-memory" in run("-h")
+    assert "Usage: partner-memory units" in run("units", "-h")
+    out = run("ingest", "missing.jsonl", "--format", "yaml", code=2)
+    assert "'yaml' is not one of" in " ".join(out.split()) or "yaml" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -31,24 +32,30 @@ CHAT_SYSTEM = (
 )
 
 
+class TranscriptFormat(StrEnum):
+    """`--format` of ingest: a choice, so the CLI library checks it and lists the values."""
+
+    AUTO = "auto"
+    JSONL = "jsonl"
+    LOCOMO = "locomo"
+
+
 @app.command("ingest")
 def ingest_command(
     transcript: Annotated[Path, typer.Argument(help="JSON Lines of messages, or a LoCoMo file.")],
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
     fmt: Annotated[
-        str, typer.Option("--format", help="auto, jsonl or locomo.", show_default=True)
-    ] = "auto",
+        TranscriptFormat, typer.Option("--format", help="How to read the transcript.")
+    ] = TranscriptFormat.AUTO,
     flush: Annotated[
         bool, typer.Option("--flush/--no-flush", help="Roll what is left at the end.")
     ] = True,
     as_json: Json = False,
 ) -> None:
     """Replay a transcript through rolling with its own timestamps, then summarise."""
-    if fmt not in ("auto", "jsonl", "locomo"):
-        raise typer.BadParameter("must be auto, jsonl or locomo", param_hint="--format")
     with reported(), opened_store(db, write=True) as store:
-        parsed = read_transcript(transcript, fmt)  # type: ignore[arg-type]
+        parsed = read_transcript(transcript, fmt.value)
         clock = ReplayClock()
         memory = PartnerMemory(
             store, namespace, llm=LLMSettings.from_env(), clock=clock, idle_timer=False

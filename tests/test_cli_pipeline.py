@@ -97,3 +97,25 @@ def test_ingest_without_flush_keeps_the_window(tmp_path: Path) -> None:
     cognition = json.loads((tmp_path / "out" / "core" / "cognition.json").read_text())
     assert [m["content"][:8] for m in cognition["chat_messages"]][:1] == ["[USER: 小"]
     assert len(cognition["chat_messages"]) == 6
+
+
+def test_llm_fallbacks_are_not_silent(
+    tmp_path: Path, fake_llm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unusable LLM: ingest warns once with the reason, stats counts and shows it."""
+    fake_llm.default = ("status", 500)
+    monkeypatch.setenv("PARTNER_MEMORY_LLM_BASE_URL", fake_llm.base_url)
+    monkeypatch.setenv("PARTNER_MEMORY_LLM_MODEL", "m")
+    monkeypatch.setenv("PARTNER_MEMORY_LLM_MAX_RETRIES", "0")
+    db = str(tmp_path / "m.db")
+    out = run("ingest", str(SAMPLE), "--db", db)
+    assert out.count("warning:") == 1
+    assert "2 rolling(s) used the offline summary" in " ".join(out.split())
+    assert "InternalServerError" in out
+    stats = json.loads(run("stats", "--db", db, "--json"))
+    assert stats["fallbacks"] == 2
+    assert len(stats["recent_fallbacks"]) == 2
+    assert "InternalServerError" in stats["recent_fallbacks"][0]
+    assert "rollings with an LLM fallback" in run("stats", "--db", db)
+    again = run("ingest", str(SAMPLE), "--db", db)  # nothing new rolled: nothing to warn about
+    assert "warning:" not in again

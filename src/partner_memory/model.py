@@ -259,6 +259,10 @@ class RollingTotals(Record):
     llm_ms: float
     pipeline_ms: float
     by_summarizer: dict[str, int]
+    #: Rollings in which an LLM call failed and a fallback was used...
+    fallbacks: int = 0
+    #: ...and the reasons of the latest ones, newest first.
+    recent_fallbacks: tuple[str, ...] = ()
     #: AfterRolling consumers seen on this namespace: position and failures.
     consumers: tuple[ConsumerStatus, ...] = ()
 

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -60,6 +61,7 @@ def ingest_command(
         memory = PartnerMemory(
             store, namespace, llm=LLMSettings.from_env(), clock=clock, idle_timer=False
         )
+        before = memory.stats().fallbacks
         try:
             quiet = as_json or not sys.stderr.isatty()
             with Progress(
@@ -76,6 +78,7 @@ def ingest_command(
                 )
         finally:
             memory.close()
+        render.warn_fallbacks(report.totals, report.totals.fallbacks - before)
         if as_json:
             render.print_json(report.to_dict())
             return
@@ -171,6 +174,9 @@ def stats(
         table.add_row("tokens in / out", f"{totals.prompt_tokens:,} / {totals.completion_tokens:,}")
         table.add_row("LLM time", f"{totals.llm_ms / 1000:.2f} s")
         table.add_row("pipeline time (without LLM)", f"{totals.pipeline_ms / 1000:.3f} s")
+        table.add_row("rollings with an LLM fallback", f"{totals.fallbacks:,}")
+        for reason in totals.recent_fallbacks:
+            table.add_row("  recent reason", escape(reason))
         render.console.print(table)
         if totals.consumers:
             render.console.print(render.consumers_table(totals.consumers))

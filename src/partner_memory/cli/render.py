@@ -11,7 +11,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from partner_memory.model import ConsumerStatus, MemorySlice, Message, NamespaceInfo, UnitInfo
+from partner_memory.model import (
+    ConsumerStatus,
+    MemorySlice,
+    Message,
+    NamespaceInfo,
+    RollingTotals,
+    UnitInfo,
+)
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -84,3 +91,17 @@ def consumers_table(consumers: Sequence[ConsumerStatus]) -> Table:
         last = f"{when(c.last_failure_at)} {c.last_error}" if c.last_error else "-"
         table.add_row(escape(c.name), position, str(c.failures), escape(last))
     return table
+
+
+_stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def warn_fallbacks(totals: RollingTotals, count: int) -> None:
+    """Once per run: rollings whose LLM call failed used the offline summary, and why."""
+    if count <= 0:
+        return
+    reason = totals.recent_fallbacks[0] if totals.recent_fallbacks else "unknown"
+    _stderr.print(
+        f"[yellow]warning:[/] {count} rolling(s) used the offline summary because the LLM"
+        f" failed (latest: {escape(reason)}); see `partner-memory stats`"
+    )

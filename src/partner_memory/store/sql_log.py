@@ -33,6 +33,8 @@ from partner_memory.store.sql_base import (
 )
 from partner_memory.store.sql_window import WindowSql
 
+#: How many of the latest fallback reasons `rolling_totals` returns.
+RECENT_FALLBACKS = 5
 _S_COLUMNS = ", ".join(f"s.{c}" for c in SLICE_COLUMNS.split(", "))
 _LOG_QUERY = f"""
     SELECT r.seq, u.unit_id, u.pk, r.idle, r.rolling_size, r.retain_divisor, r.unit_slices,
@@ -273,15 +275,22 @@ class LogSql(WindowSql):
             rows = self._run(
                 cur,
                 "SELECT summarizer, COUNT(*), SUM(messages), SUM(llm_calls), SUM(prompt_tokens),"
-                " SUM(completion_tokens), SUM(llm_ms), SUM(pipeline_ms) FROM rollings"
+                " SUM(completion_tokens), SUM(llm_ms), SUM(pipeline_ms),"
+                " SUM(CASE WHEN fallbacks <> '' THEN 1 ELSE 0 END) FROM rollings"
                 " WHERE namespace_id = ? GROUP BY summarizer",
                 (namespace_id,),
             ).fetchall()
+            recent = self._run(
+                cur,
+                "SELECT fallbacks FROM rollings WHERE namespace_id = ? AND fallbacks <> ''"
+                " ORDER BY seq DESC LIMIT ?",
+                (namespace_id, RECENT_FALLBACKS),
+            ).fetchall()
         by_summarizer: Counter[str] = Counter()
-        sums: list[float] = [0.0] * 6
+        sums: list[float] = [0.0] * 7
         for row in rows:
             by_summarizer[str(row[0])] = int(row[1])
-            for i in range(6):
+            for i in range(7):
                 sums[i] += float(row[i + 2] or 0)
         return RollingTotals(
             rollings=sum(by_summarizer.values()),
@@ -292,4 +301,6 @@ class LogSql(WindowSql):
             llm_ms=sums[4],
             pipeline_ms=sums[5],
             by_summarizer=dict(by_summarizer),
+            fallbacks=int(sums[6]),
+            recent_fallbacks=tuple(str(r[0]).splitlines()[0] for r in recent),
         )

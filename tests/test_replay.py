@@ -306,3 +306,47 @@ def test_locomo_of_the_wrong_shape_is_one_clear_error(tmp_path: Path, document: 
     path.write_text(json.dumps(document))
     with pytest.raises(InvalidInputError, match=r"conv\.json"):
         read_transcript(path)
+
+
+def test_replay_rolls_where_live_would_whatever_the_summariser_speed(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """A slow summariser gives the same slices as an instant one: 72, then 60 each."""
+    import json
+    import time
+
+    from partner_memory.ingest import ReplayClock, ingest
+    from partner_memory.rolling import UsageMeter
+
+    class Slow:
+        name = "slow"
+
+        def summarize(self, messages: object, meter: UsageMeter) -> str:
+            time.sleep(0.05)
+            return "slowly summarised"
+
+    path = tmp_path / "long.jsonl"
+    start = 1_700_000_000_000
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"m{i}",
+                    "timestamp": start + i * 1000,
+                }
+            )
+            + "\n"
+            for i in range(400)
+        )
+    )
+    sizes = {}
+    for name, summarizers in (("instant", None), ("slow", [Slow()])):
+        clock = ReplayClock()
+        with PartnerMemory(
+            store, name, clock=clock, idle_timer=False, summarizers=summarizers
+        ) as memory:
+            ingest(memory, read_transcript(path), clock, flush=False)
+            (unit,) = memory.core.unit_ids()
+            sizes[name] = [len(s) for s in memory.core.list_slices(unit)]
+    assert sizes["slow"] == sizes["instant"] == [72] + [60] * 5

@@ -20,6 +20,7 @@ from partner_memory.errors import InvalidInputError
 from partner_memory.ingest.transcripts import Transcript
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message, RollingTotals, TrajectoryState
+from partner_memory.trajectory import kept_count
 
 
 class ReplayClock:
@@ -105,13 +106,21 @@ def ingest(
     pending = [m for m in transcript.messages if m.id not in done]
     if progress and len(pending) < len(transcript.messages):
         progress(len(transcript.messages) - len(pending))
-    idle_after = memory.settings.idle_after_ms
+    settings = memory.settings
+    idle_after, limit = settings.idle_after_ms, settings.max_messages
     batch: list[Message] = []
 
     def record() -> None:
+        # `window` is what the window holds once the rollings triggered so far have
+        # trimmed it (R12), so where rollings fall does not depend on how fast the
+        # summariser is: a batch that reaches the threshold first waits for the
+        # rolling in flight, so its trigger is never refused.
         nonlocal window, last_interaction
+        if window + len(batch) >= limit:
+            memory.rolling.wait()
         last_interaction = clock()
-        window = memory.record_messages(batch, interaction=last_interaction)
+        length = memory.record_messages(batch, interaction=last_interaction)
+        window = kept_count(length, settings.retain_divisor) if length >= limit else length
         if progress:
             progress(len(batch))
         batch.clear()
@@ -130,13 +139,12 @@ def ingest(
                 # seconds to spare, so a rolling in flight must not swallow the boundary
                 # (the idle check itself judges the shared window under the lease)
                 memory.rolling.wait()
-                memory.check_idle()
+                if memory.check_idle() is not None:
+                    window = 0  # an idle rolling keeps nothing
                 last_interaction = None
         batch.append(message)
-        if window + len(batch) >= memory.settings.max_messages:
-            window = len(memory.trajectory)  # a rolling may have trimmed it meanwhile
-            if window + len(batch) >= memory.settings.max_messages:
-                record()
+        if window + len(batch) >= limit:
+            record()
     if batch:
         record()
     recorded = len(pending)

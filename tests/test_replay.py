@@ -144,14 +144,21 @@ def _ingest_cmd(database: str, transcript: Path, namespace: str = "replay") -> l
 
 
 def _stored_dia_ids(store_url: str, namespace: str) -> tuple[list[str], list[str]]:
+    flat, window, _ = _stored_units(store_url, namespace)
+    return flat, window
+
+
+def _stored_units(store_url: str, namespace: str) -> tuple[list[str], list[str], list[set[str]]]:
+    """Stored dia ids, window dia ids, and the sessions ("D3") each unit holds."""
     store = open_store(store_url)
     try:
         if store.get_namespace(namespace) is None:
-            return [], []
+            return [], [], []
         with PartnerMemory(store, namespace, idle_timer=False, create=False) as memory:
-            flat = [dia for _, ids in all_stored(memory) for dia in ids]
+            units = all_stored(memory)
+            flat = [dia for _, ids in units for dia in ids]
             window = [m.metadata["dia_id"] for m in memory.trajectory.snapshot()]
-        return flat, window
+        return flat, window, [{dia.split(":")[0] for dia in ids} for _, ids in units]
     finally:
         store.close()
 
@@ -159,7 +166,7 @@ def _stored_dia_ids(store_url: str, namespace: str) -> tuple[list[str], list[str
 @needs_locomo
 @pytest.mark.slow
 def test_sigkill_during_ingest_then_rerun(store_url: str, tmp_path: Path) -> None:
-    """Ingest killed at random points and run again: no message lost, none stored twice."""
+    """Ingest killed at random points and run again: nothing lost or doubled, same units."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     conv = LOCOMO / "conv-43.json"
     expected = sorted(m.metadata["dia_id"] for m in read_transcript(conv).messages)
@@ -205,9 +212,12 @@ def test_sigkill_during_ingest_then_rerun(store_url: str, tmp_path: Path) -> Non
             check=True,
         )
         assert json.loads(done.stdout)["messages"] == len(expected)
-        flat, window = _stored_dia_ids(store_url, namespace)
+        flat, window, sessions = _stored_units(store_url, namespace)
         assert window == []
         assert sorted(flat) == expected  # nothing lost, nothing twice
+        # the units of an uninterrupted run: one per session, none merged
+        assert all(len(held) == 1 for held in sessions), sessions
+        assert len(sessions) == len({dia.split(":")[0] for dia in expected})
     assert partial  # at least one kill landed mid-ingest
 
 
@@ -350,3 +360,36 @@ def test_replay_rolls_where_live_would_whatever_the_summariser_speed(
             (unit,) = memory.core.unit_ids()
             sizes[name] = [len(s) for s in memory.core.list_slices(unit)]
     assert sizes["slow"] == sizes["instant"] == [72] + [60] * 5
+
+
+def test_resume_with_two_conversations_in_the_window_splits_them(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """Killed while an idle rolling was in flight: the re-run gives one unit per conversation."""
+    import json
+
+    from partner_memory.ingest import ReplayClock, ingest
+
+    hour = 3_600_000
+    lines = [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"c{c} m{i}",
+            "timestamp": 1_700_000_000_000 + c * 3 * hour + i * 1000,
+        }
+        for c in range(2)
+        for i in range(6)
+    ]
+    path = tmp_path / "two.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    transcript = read_transcript(path)
+    clock = ReplayClock()
+    with PartnerMemory(store, "ns", clock=clock, idle_timer=False) as memory:
+        # what a killed run leaves: the first conversation and the start of the next
+        memory.record_messages(transcript.messages[:8], interaction=lines[7]["timestamp"])  # type: ignore[arg-type]
+        ingest(memory, transcript, clock)
+        units = [
+            {m.content.split()[0] for m in memory.core.read_messages(u)}
+            for u in memory.core.unit_ids()
+        ]
+    assert units == [{"c0"}, {"c1"}]

@@ -180,9 +180,12 @@ class PartnerMemory:
 
     # -- rolling -------------------------------------------------------------------
 
-    def roll_now(self, *, idle: bool = False) -> RollingResult | None:
-        """Roll now, in this thread (waits for a rolling in flight); idle keeps nothing."""
-        return self.rolling.roll_now(idle=idle)
+    def roll_now(self, *, idle: bool = False, through: str | None = None) -> RollingResult | None:
+        """Roll now, in this thread (waits for a rolling in flight); idle keeps nothing.
+
+        `through` rolls the window only up to that message id.
+        """
+        return self.rolling.roll_now(idle=idle, through=through)
 
     def check_idle(self) -> Future[RollingResult | None] | None:
         """Run the idle check now (the service's scheduler does this every few seconds)."""

@@ -91,6 +91,33 @@ def _already_recorded(
     return set(known), held
 
 
+def _close_quiet_gaps(memory: PartnerMemory, held: TrajectoryState) -> TrajectoryState:
+    """Roll, conversation by conversation, a window that spans a quiet gap.
+
+    A replay killed while an idle rolling was in flight leaves the next
+    conversation's first messages in the window after the last one's; rolling
+    the older part alone gives the units an uninterrupted run gives.
+    """
+    idle_after = memory.settings.idle_after_ms
+    while True:
+        messages = held.messages
+        gap = next(
+            (
+                i
+                for i in range(1, len(messages))
+                if (before := messages[i - 1].timestamp) is not None
+                and (after := messages[i].timestamp) is not None
+                and after - before > idle_after
+            ),
+            None,
+        )
+        if gap is None:
+            return held
+        memory.wait()
+        memory.roll_now(idle=True, through=messages[gap - 1].id)
+        held = memory.core.store.load_trajectory(memory.namespace)
+
+
 def ingest(
     memory: PartnerMemory,
     transcript: Transcript,
@@ -102,6 +129,7 @@ def ingest(
     """Record every message of `transcript` in order; `flush` rolls what is left at the end."""
     started = time.perf_counter()
     done, held = _already_recorded(memory, transcript)
+    held = _close_quiet_gaps(memory, held)
     window, last_interaction = len(held.messages), held.last_interaction
     pending = [m for m in transcript.messages if m.id not in done]
     if progress and len(pending) < len(transcript.messages):

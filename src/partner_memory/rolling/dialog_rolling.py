@@ -28,7 +28,7 @@ from typing import NamedTuple
 from partner_memory.clock import Clock
 from partner_memory.context import ContextBlock, ContextWorkspace, Domain
 from partner_memory.core import MemoryCore
-from partner_memory.errors import PartnerMemoryError
+from partner_memory.errors import InvalidInputError, PartnerMemoryError
 from partner_memory.model import MemorySlice, Message, RollingCost, WindowActivity, new_id
 from partner_memory.rolling.after_rolling import AfterRollingRegistry, RollingResult
 from partner_memory.rolling.compress import MessageCompressor
@@ -211,12 +211,31 @@ class DialogRolling:
         finally:
             self._running.release()
 
-    def roll_now(self, *, idle: bool = False) -> RollingResult | None:
-        """Roll in the caller's thread, after any rolling in flight (here or elsewhere)."""
+    def roll_now(self, *, idle: bool = False, through: str | None = None) -> RollingResult | None:
+        """Roll in the caller's thread, after any rolling in flight (here or elsewhere).
+
+        `through` rolls the window only up to that message (a replay resuming
+        with two conversations in its window rolls the first one alone).
+        """
         with self._running:
             moment = self._begin(idle, wait=True, recheck=False)
             assert moment is not None  # waiting for the lease always ends with it
+            if through is not None:
+                moment = self._cut(moment, through)
             return self._roll(moment)
+
+    def _cut(self, moment: Moment, through: str) -> Moment:
+        ids = [m.id for m in moment.snapshot]
+        if through not in ids:
+            self._leases.release(self._namespace)
+            raise InvalidInputError(f"message {through!r} is not in the window")
+        snapshot = moment.snapshot[: ids.index(through) + 1]
+        times = [m.timestamp for m in snapshot if m.timestamp is not None]
+        last = max(times) if times else moment.last_interaction
+        at = moment.at
+        if moment.idle and last is not None:
+            at = min(at, last + self.settings.idle_after_ms + 1)
+        return Moment(snapshot, last, at, moment.idle)
 
     def wait(self) -> None:
         """Return once no rolling of this process is in flight for this namespace."""

@@ -40,3 +40,11 @@ def test_two_stores_share_one_database(pg_url: str) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_bad_url_setting_is_configuration_not_an_outage(pg_server: str) -> None:
+    from partner_memory.errors import ConfigurationError
+
+    separator = "&" if "?" in pg_server else "?"
+    with pytest.raises(ConfigurationError, match="sslmode"):
+        open_store(f"{pg_server}{separator}sslmode=bogus")

@@ -262,3 +262,14 @@ def test_window_refuses_an_id_already_stored_in_a_unit(store: MemoryStore) -> No
     with pytest.raises(InvalidInputError, match=stored.id):
         store.append_trajectory("ns", [again], last_interaction=5)
     assert store.load_trajectory("ns").messages == []
+
+
+def test_out_of_range_integers_are_invalid_input_on_every_backend(store: MemoryStore) -> None:
+    """Bad input never looks like an outage (which a client would retry)."""
+    from partner_memory.errors import InvalidInputError
+
+    store.ensure_namespace("ns", "s")
+    with pytest.raises(InvalidInputError):
+        store.list_units("ns", limit=10, offset=2**70)
+    with pytest.raises(InvalidInputError):
+        store.list_units("ns", limit=2**70)

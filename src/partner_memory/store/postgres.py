@@ -8,6 +8,7 @@ migrations take a transaction-level advisory lock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from partner_memory.errors import (
     ConfigurationError,
     ConflictError,
+    InvalidInputError,
     PartnerMemoryError,
     StorageUnavailableError,
 )
@@ -31,6 +33,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "PostgreSQL support needs the 'postgres' extra: pip install 'partner-memory[postgres]'"
     ) from exc
 
+#: libpq's words for a URL it cannot use (as opposed to a server it cannot reach).
+_BAD_SETTING = re.compile(r"invalid \S+ value|invalid (connection|URI) (option|query)")
 _MIGRATION_LOCK_KEY = 0x5041_524D  # "PARM": one advisory lock id for schema changes
 
 
@@ -92,6 +96,10 @@ class PostgresStore(SqlStore):
         except psycopg.ProgrammingError as exc:
             raise ConfigurationError(f"bad PostgreSQL URL {self.url}: {exc}") from exc
         except psycopg.Error as exc:
+            if _BAD_SETTING.search(str(exc)):  # libpq refused the URL itself, not the server
+                raise ConfigurationError(
+                    f"bad PostgreSQL URL {self.url}: {str(exc).strip()}"
+                ) from exc
             raise StorageUnavailableError(
                 f"cannot connect to PostgreSQL at {self.url}: {str(exc).strip()}"
             ) from exc
@@ -131,14 +139,20 @@ class PostgresStore(SqlStore):
             yield
         except PartnerMemoryError:
             raise
-        except psycopg.errors.UniqueViolation as exc:
-            raise ConflictError(f"{self.url}: {exc.diag.message_primary}") from exc
+        except psycopg.IntegrityError as exc:
+            raise ConflictError(f"{self.url}: {exc.diag.message_primary or exc}") from exc
+        except psycopg.DataError as exc:  # a value the column cannot hold: bad input, not an outage
+            raise InvalidInputError(f"{self.url}: {exc.diag.message_primary or exc}") from exc
         except psycopg_pool.PoolTimeout as exc:
             raise StorageUnavailableError(
                 f"cannot connect to PostgreSQL at {self.url}: {exc}"
             ) from exc
-        except psycopg.Error as exc:
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise StorageUnavailableError(f"PostgreSQL at {self.url}: {exc}") from exc
+        except psycopg.Error as exc:  # a statement the server refused: a bug, never retried
+            raise PartnerMemoryError(
+                f"PostgreSQL at {self.url} refused a statement: {exc}"
+            ) from exc
 
     def close(self) -> None:
         self._pool.close()

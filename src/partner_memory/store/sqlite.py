@@ -21,6 +21,7 @@ from urllib.parse import quote
 from partner_memory.errors import (
     ConfigurationError,
     ConflictError,
+    InvalidInputError,
     PartnerMemoryError,
     StorageUnavailableError,
 )
@@ -150,6 +151,8 @@ class SQLiteStore(SqlStore):
             raise
         except sqlite3.IntegrityError as exc:
             raise ConflictError(f"{self._path}: {exc}") from exc
+        except OverflowError as exc:  # an integer no column can hold: bad input
+            raise InvalidInputError(f"{self._path}: {exc}") from exc
         except sqlite3.OperationalError as exc:
             text = str(exc)
             if "locked" in text or "busy" in text:

@@ -164,3 +164,19 @@ def test_settings_from_env() -> None:
 def test_chain_order_is_llm_then_extractive(fake_llm: Any) -> None:
     chain = SummarizerChain([LLMSummarizer(client(fake_llm)), ExtractiveSummarizer()])
     assert chain.names == ["llm", "extractive"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PARTNER_MEMORY_LLM_TIMEOUT", "-1"),
+        ("PARTNER_MEMORY_LLM_TIMEOUT", "nan"),
+        ("PARTNER_MEMORY_LLM_TIMEOUT", "soon"),
+        ("PARTNER_MEMORY_LLM_MAX_RETRIES", "-1"),
+        ("PARTNER_MEMORY_LLM_MAX_RETRIES", "2.5"),
+    ],
+)
+def test_unusable_llm_numbers_are_configuration_errors(name: str, value: str) -> None:
+    env = {"PARTNER_MEMORY_LLM_BASE_URL": "http://x/v1", "PARTNER_MEMORY_LLM_MODEL": "m"}
+    with pytest.raises(ConfigurationError, match=name):
+        LLMSettings.from_env({**env, name: value})

@@ -8,6 +8,7 @@ instead of crashing, and records tokens and latency of each call.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -43,13 +44,21 @@ class LLMSettings:
             raise ConfigurationError(
                 "PARTNER_MEMORY_LLM_BASE_URL is set but PARTNER_MEMORY_LLM_MODEL is not"
             )
+        raw_timeout = env.get("PARTNER_MEMORY_LLM_TIMEOUT", "60")
+        raw_retries = env.get("PARTNER_MEMORY_LLM_MAX_RETRIES", "2")
         try:
-            timeout = float(env.get("PARTNER_MEMORY_LLM_TIMEOUT", "60"))
-            retries = int(env.get("PARTNER_MEMORY_LLM_MAX_RETRIES", "2"))
-        except ValueError as exc:
+            timeout = float(raw_timeout)
+        except ValueError:
+            timeout = math.nan
+        if not (math.isfinite(timeout) and timeout > 0):
             raise ConfigurationError(
-                f"bad PARTNER_MEMORY_LLM_TIMEOUT or _MAX_RETRIES: {exc}"
-            ) from None
+                f"PARTNER_MEMORY_LLM_TIMEOUT must be a number of seconds > 0, got {raw_timeout!r}"
+            )
+        if not raw_retries.strip().isdigit():
+            raise ConfigurationError(
+                f"PARTNER_MEMORY_LLM_MAX_RETRIES must be a whole number >= 0, got {raw_retries!r}"
+            )
+        retries = int(raw_retries)
         return cls(
             base_url=base_url,
             model=model,

@@ -6,6 +6,7 @@ Each request takes the next scripted behaviour (or the default):
   ("status", code)    an HTTP error status
   ("malformed", _)    200 with a body that is not JSON
   ("empty", _)        200 with empty content
+  ("trickle", seconds) 200 with a valid answer sent one byte every `seconds`
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class FakeLLM:
                 if kind == "slow":
                     time.sleep(arg)
                     kind, arg = "ok", "slow answer"
+                if kind == "trickle":
+                    self._trickle(arg)
+                    return
                 if kind == "status":
                     self._send(arg, b'{"error": {"message": "scripted failure"}}')
                 elif kind == "malformed":
@@ -63,6 +67,33 @@ class FakeLLM:
                         },
                     }
                     self._send(200, json.dumps(payload).encode())
+
+            def _trickle(self, pause: float) -> None:
+                payload = {
+                    "id": "cmpl-1",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "m",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "slow " * 40},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                }
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(pause)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def _send(self, code: int, data: bytes) -> None:
                 try:

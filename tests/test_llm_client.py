@@ -180,3 +180,40 @@ def test_unusable_llm_numbers_are_configuration_errors(name: str, value: str) ->
     env = {"PARTNER_MEMORY_LLM_BASE_URL": "http://x/v1", "PARTNER_MEMORY_LLM_MODEL": "m"}
     with pytest.raises(ConfigurationError, match=name):
         LLMSettings.from_env({**env, name: value})
+
+
+def test_a_trickling_endpoint_meets_the_call_deadline(fake_llm: Any) -> None:
+    """One byte a second resets every read timeout; the call still ends at its deadline."""
+    import time
+
+    fake_llm.script.append(("trickle", 0.1))
+    slow = client(fake_llm, timeout=0.5)
+    started = time.monotonic()
+    meter = UsageMeter()
+    with pytest.raises(LLMError, match="deadline"):
+        slow.complete([{"role": "user", "content": "x"}], meter=meter)
+    assert time.monotonic() - started < slow.call_deadline_s + 5  # not the ~30 s of trickle
+    assert "deadline" in meter.fallbacks[0]
+
+
+def test_a_rolling_shares_one_llm_budget(fake_llm: Any) -> None:
+    """Once a rolling's LLM budget is spent, further calls fall back without being made."""
+    meter = UsageMeter(budget_s=0.0)
+    with pytest.raises(LLMError, match="budget"):
+        client(fake_llm).complete([{"role": "user", "content": "x"}], meter=meter)
+    assert fake_llm.requests == []
+
+
+def test_an_oversized_answer_falls_back(
+    fake_llm: Any, sqlite_store: SQLiteStore, manual_clock: ManualClock
+) -> None:
+    fake_llm.script.append(("ok", "word " * 4_000_000))  # 20 MB
+    settings = LLMSettings(base_url=fake_llm.base_url, model="m", max_retries=0)
+    with PartnerMemory(
+        sqlite_store, "agent", llm=settings, clock=manual_clock, idle_timer=False
+    ) as memory:
+        memory.record_messages(messages(4, "we planned the Kyoto trip"))
+        result = memory.roll_now()
+    assert result is not None
+    assert result.memory_slice.summarizer == "extractive"
+    assert len(result.summary) < 1000

@@ -290,7 +290,7 @@ class DialogRolling:
                 self._commit(self._commit_for(moment, [], "", RollingCost("none"), None))
             return None
         own_ms = (time.perf_counter() - began) * 1000
-        meter = UsageMeter()
+        meter = UsageMeter(budget_s=self.settings.llm_budget_s)
         compressed = self._compressor.compress(increment, meter)
         summary = self._summarizer.summarize(compressed, meter)
         resumed = time.perf_counter()

@@ -2,8 +2,11 @@
 
 The official SDK does the HTTP, timeouts and bounded retries with backoff;
 this module turns every way a call can fail (timeout, 5xx after retries,
-malformed JSON, an empty answer) into one `LLMError`, so callers fall back
-instead of crashing, and records tokens and latency of each call.
+malformed JSON, an empty, oversized or unstorable answer) into one
+`LLMError`, so callers fall back instead of crashing, and records tokens and
+latency of each call. The SDK's timeout bounds each read, so an endpoint
+that trickles bytes could hold a call for ever: a watchdog closes the call's
+connection at its deadline, and a rolling's calls share a time budget.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from partner_memory.errors import ConfigurationError, InvalidInputError, LLMError
 from partner_memory.model import check_text
 
 __all__ = ["ChatClient", "Completion", "LLMError", "LLMSettings", "UsageMeter"]
+
+#: The longest answer used; a longer one is as unusable as none.
+MAX_ANSWER_CHARS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +85,13 @@ class Completion:
 
 
 class UsageMeter:
-    """Adds up the LLM calls of one rolling; shared by the threads that compress in parallel."""
+    """Adds up the LLM calls of one rolling; shared by the threads that compress in parallel.
 
-    def __init__(self) -> None:
+    `budget_s` bounds the time all of the rolling's calls may take together.
+    """
+
+    def __init__(self, budget_s: float | None = None) -> None:
+        self.deadline = None if budget_s is None else time.monotonic() + budget_s
         self._lock = threading.Lock()
         self.calls = 0
         self.prompt_tokens = 0
@@ -112,11 +123,22 @@ class ChatClient:
             raise ConfigurationError("the openai package is required for LLM calls") from exc
         self._openai = openai
         self.settings = settings
-        self._client = openai.OpenAI(
-            base_url=settings.base_url,
-            api_key=settings.api_key,
-            timeout=settings.timeout_s,
-            max_retries=settings.max_retries,
+
+    @property
+    def call_deadline_s(self) -> float:
+        """The longest one call may take: its attempts, their backoff, and a second of grace
+        so that an attempt's own timeout, when it fires, is the error reported."""
+        s = self.settings
+        return s.timeout_s * (s.max_retries + 1) + 2.0 * s.max_retries + 1.0
+
+    def _connect(self) -> Any:
+        # one SDK client per call: the watchdog can close its connection without
+        # touching any other call in flight
+        return self._openai.OpenAI(
+            base_url=self.settings.base_url,
+            api_key=self.settings.api_key,
+            timeout=self.settings.timeout_s,
+            max_retries=self.settings.max_retries,
         )
 
     def complete(
@@ -127,26 +149,58 @@ class ChatClient:
         meter: UsageMeter | None = None,
         what: str = "llm",
         max_tokens: int | None = None,
+        max_chars: int = MAX_ANSWER_CHARS,
     ) -> Completion:
         """One chat completion; raises LLMError (and records it on `meter`) on any failure."""
         started = time.perf_counter()
+        deadline = self.call_deadline_s
+        if meter is not None and meter.deadline is not None:
+            deadline = min(deadline, meter.deadline - time.monotonic())
+        expired = threading.Event()
+        client = self._connect()
+
+        def give_up() -> None:
+            expired.set()
+            client.close()
+
+        watchdog = threading.Timer(max(deadline, 0.0), give_up)
+        watchdog.daemon = True
         try:
-            response = self._client.chat.completions.create(
+            if deadline <= 0:
+                raise LLMError("the rolling's LLM time budget is spent")
+            watchdog.start()
+            response = client.chat.completions.create(
                 model=model or self.settings.model,
-                messages=[dict(m) for m in messages],  # type: ignore[misc]
+                messages=[dict(m) for m in messages],
                 max_tokens=max_tokens,
             )
             choices = response.choices
             text = (choices[0].message.content or "") if choices else ""
             if not text.strip():
                 raise LLMError("the model returned an empty answer")
+            if len(text) > max_chars:
+                raise LLMError(
+                    f"the model's answer has {len(text):,} characters (at most {max_chars:,})"
+                )
             _check_answer(text)
-        except (LLMError, self._openai.OpenAIError, ValueError, TypeError, AttributeError) as exc:
+        except Exception as exc:
             latency = (time.perf_counter() - started) * 1000
-            error = exc if isinstance(exc, LLMError) else LLMError(_describe(exc))
+            if expired.is_set():
+                error = LLMError(f"no answer within the call's deadline of {deadline:.1f}s")
+            elif isinstance(exc, LLMError):
+                error = exc
+            elif isinstance(
+                exc, self._openai.OpenAIError | ValueError | TypeError | AttributeError
+            ):
+                error = LLMError(_describe(exc))
+            else:
+                raise
             if meter is not None:
                 meter.failed(what, error, latency)
             raise error from exc
+        finally:
+            watchdog.cancel()
+            client.close()
         latency = (time.perf_counter() - started) * 1000
         usage = response.usage
         completion = Completion(
@@ -160,7 +214,7 @@ class ChatClient:
         return completion
 
     def close(self) -> None:
-        self._client.close()
+        """Nothing to release: every call opens and closes its own connection."""
 
 
 def _check_answer(text: str) -> None:

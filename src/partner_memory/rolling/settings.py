@@ -30,6 +30,9 @@ class RollingSettings:
     activate: float = 10.0
     #: How many of the newest slices are put back in context when a memory opens.
     restore_slices: int = 5
+    #: All LLM calls of one rolling (compressions and the summary) end within this
+    #: many seconds; what is left undone falls back to the offline way.
+    llm_budget_s: float = 300.0
     #: R15 across processes: a rolling's lease lasts this long (s) unless renewed,
     #: so a killed process blocks the namespace's rolling for at most this long.
     lease_ttl_s: float = 60.0

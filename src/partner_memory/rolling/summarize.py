@@ -23,6 +23,8 @@ from partner_memory.rolling.llm import ChatClient, LLMError, UsageMeter
 from partner_memory.rolling.prompts import language, summary_messages
 
 EXCEPTION_PLACEHOLDER = "no summary, due to exception"
+#: A summary is one compact paragraph: an answer far longer is not one.
+MAX_SUMMARY_CHARS = 20_000
 EMPTY_PLACEHOLDER = "no summary, due to empty summarize result"
 
 _SENTENCE = re.compile(r"[^。！？!?;；\n]+(?:[。！？!?;；]+|\.(?=\s|$)|$)", re.MULTILINE)
@@ -63,7 +65,11 @@ class LLMSummarizer:
 
     def summarize(self, messages: Sequence[Message], meter: UsageMeter) -> str:
         return self._client.complete(
-            summary_messages(messages), meter=meter, what="summarize", max_tokens=self._max_tokens
+            summary_messages(messages),
+            meter=meter,
+            what="summarize",
+            max_tokens=self._max_tokens,
+            max_chars=MAX_SUMMARY_CHARS,
         ).text
 
 

@@ -39,7 +39,9 @@ def db(store_url: str) -> str:
 
 
 def test_units_table_and_json(db: str) -> None:
-    assert FIRST_UNIT in run("units", "--db", db, "-n", "agent")
+    table = run("units", "--db", db, "-n", "agent")
+    assert FIRST_UNIT[:8] in table  # tables show short ids; commands take them
+    assert FIRST_UNIT not in table
     page = json.loads(run("units", "--db", db, "-n", "agent", "--json", "--limit", "2"))
     assert page["total"] == 3
     assert [u["message_count"] for u in page["units"]] == [3, 6]
@@ -250,3 +252,45 @@ def test_conventions_version_short_help_and_format_choice() -> None:
     assert "Usage: partner-memory units" in run("units", "-h")
     out = " ".join(run("ingest", "missing.jsonl", "--format", "yaml", code=2).split())
     assert "'yaml' is not one of 'auto'," in out
+
+
+def test_ids_may_be_shortened_as_git_allows(db: str) -> None:
+    """Unambiguous prefixes name units and slices; an ambiguous one is an error listing both."""
+    shown = json.loads(run("show", FIRST_UNIT[:8], "--db", db, "-n", "agent", "--json"))
+    assert shown["id"] == FIRST_UNIT
+    one = json.loads(run("slice", FIRST_UNIT[:6], FIRST_SLICE, "--db", db, "-n", "agent", "--json"))
+    assert one["id"] == FIRST_SLICE
+    both = run("slice", FIRST_UNIT[:6], FIRST_SLICE[:9], "--db", db, "-n", "agent", code=4)
+    assert "is ambiguous" in both
+    out = run("show", "", "--db", db, "-n", "agent", code=3)
+    assert "not found" in out
+    run("show", "zzzz", "--db", db, "-n", "agent", code=3)
+
+
+def test_ambiguous_prefix_is_invalid_input(tmp_path: Path) -> None:
+    from partner_memory.core import MemoryCore
+    from partner_memory.errors import InvalidInputError
+    from partner_memory.model import Message
+    from partner_memory.store import open_store
+
+    store = open_store(tmp_path / "m.db")
+    core = MemoryCore(store, "ns")
+    for unit in ("abc-1", "abc-2"):
+        store.set_session("ns", unit)
+        core.update_memory_unit([Message(role="user", content=unit)], "s")
+    with pytest.raises(InvalidInputError, match="ambiguous: it begins abc-1, abc-2"):
+        core.resolve_unit_id("abc")
+    assert core.resolve_unit_id("abc-2") == "abc-2"
+    store.close()
+
+
+def test_tables_are_readable_at_80_columns(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short ids leave the summary most of the width: no line is wider than the terminal."""
+    from partner_memory.cli import render
+
+    monkeypatch.setattr(render.console, "_width", 80)
+    shown = run("show", FIRST_UNIT, "--db", db, "-n", "agent")
+    lines = shown.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    summary_cells = [line for line in lines if "│" in line and "summary" not in line]
+    assert len(summary_cells) < 20  # a summary of a few hundred characters, not 40+ lines

@@ -113,6 +113,23 @@ class MemoryCore:
 
     # -- lookups (R7): unknown ids raise NotFoundError, nothing is created -------
 
+    def resolve_unit_id(self, given: str) -> str:
+        """The unit an id or an unambiguous prefix of one names (as git resolves commits)."""
+        check_text(given, "unit id")
+        if self._store.get_unit(self._namespace, given) is not None:
+            return given
+        found = self._store.unit_ids_starting(self._namespace, given, limit=3) if given else []
+        return _one(found, given, f"unit in namespace {self._namespace!r}")
+
+    def resolve_slice_id(self, unit_id: str, given: str) -> str:
+        """The slice of a unit an id or an unambiguous prefix of one names."""
+        check_text(given, "slice id")
+        ids = [s.id for s in self.list_slices(unit_id)]
+        if given in ids:
+            return given
+        found = [i for i in ids if given and i.startswith(given)]
+        return _one(found, given, f"slice in unit {unit_id!r}")
+
     def get_unit_info(self, unit_id: str) -> UnitInfo:
         info = self._store.get_unit(self._namespace, check_text(unit_id, "unit id"))
         if info is None:
@@ -188,3 +205,12 @@ class MemoryCore:
     def unit_ids(self) -> list[str]:
         """Every unit id, oldest first (the reference's `memory_unit_uuid_set`)."""
         return self._store.unit_ids(self._namespace)
+
+
+def _one(found: list[str], given: str, what: str) -> str:
+    if not found:
+        raise NotFoundError(f"{what.split(' in ', maxsplit=1)[0]} {given!r} not found ({what})")
+    if len(found) > 1:
+        shown = ", ".join(found[:2]) + (", ..." if len(found) > 2 else "")
+        raise InvalidInputError(f"{given!r} is ambiguous: it begins {shown} ({what})")
+    return found[0]

@@ -129,7 +129,7 @@ def units(
 
 @app.command()
 def show(
-    unit: Annotated[str, typer.Argument(help="Unit id.")],
+    unit: Annotated[str, typer.Argument(help="Unit id, or its first characters.")],
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
     messages: Annotated[bool, typer.Option("--messages", help="Also print every message.")] = False,
@@ -137,6 +137,7 @@ def show(
 ) -> None:
     """Show one unit: its slices, and with --messages its messages."""
     with reported(), _core(db, namespace) as core:
+        unit = core.resolve_unit_id(unit)
         info = core.get_unit_info(unit)
         slices = core.list_slices(unit)
         stored = core.read_messages(unit) if messages else []
@@ -154,14 +155,18 @@ def show(
 
 @app.command("slice")
 def slice_(
-    unit: Annotated[str, typer.Argument(help="Unit id.")],
-    slice_id: Annotated[str, typer.Argument(metavar="SLICE", help="Slice id.")],
+    unit: Annotated[str, typer.Argument(help="Unit id, or its first characters.")],
+    slice_id: Annotated[
+        str, typer.Argument(metavar="SLICE", help="Slice id, or its first characters.")
+    ],
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
     as_json: Json = False,
 ) -> None:
     """Show a slice's summary and the original messages it summarises."""
     with reported(), _core(db, namespace) as core:
+        unit = core.resolve_unit_id(unit)
+        slice_id = core.resolve_slice_id(unit, slice_id)
         found = core.get_memory_slice(unit, slice_id)
         stored = core.read_slice_messages(unit, slice_id)
         if as_json:

@@ -28,21 +28,34 @@ def print_json(document: Any) -> None:
     print(json.dumps(document, ensure_ascii=False, indent=2))
 
 
+#: Ids in tables are cut to this many characters; commands accept such prefixes.
+SHORT_ID = 8
+
+
+def short(identifier: str) -> str:
+    """An id as tables show it: its first characters, enough to name it (as git does)."""
+    return escape(identifier if len(identifier) <= SHORT_ID + 4 else identifier[:SHORT_ID])
+
+
 def when(ms: int | None) -> str:
     if ms is None:
         return "-"
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def minute(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
+
+
 def units_table(units: Sequence[UnitInfo], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("unit", no_wrap=True)
-    table.add_column("updated (UTC)")
+    table.add_column("updated (UTC)", no_wrap=True)
     table.add_column("messages", justify="right")
     table.add_column("slices", justify="right")
     for unit in units:
         table.add_row(
-            escape(unit.id), when(unit.timestamp), str(unit.message_count), str(unit.slice_count)
+            short(unit.id), minute(unit.timestamp), str(unit.message_count), str(unit.slice_count)
         )
     return table
 
@@ -50,12 +63,12 @@ def units_table(units: Sequence[UnitInfo], title: str) -> Table:
 def slices_table(slices: Sequence[MemorySlice]) -> Table:
     table = Table(title="slices", title_justify="left")
     table.add_column("slice", no_wrap=True)
-    table.add_column("range")
-    table.add_column("created (UTC)")
-    table.add_column("summary", overflow="fold")
+    table.add_column("range", no_wrap=True)
+    table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("summary", overflow="fold", ratio=1)
     for s in slices:
         table.add_row(
-            escape(s.id), f"[{s.start_index}, {s.end_index})", when(s.timestamp), escape(s.summary)
+            short(s.id), f"{s.start_index}-{s.end_index}", minute(s.timestamp), escape(s.summary)
         )
     return table
 
@@ -76,7 +89,7 @@ def namespaces_table(namespaces: Sequence[NamespaceInfo]) -> Table:
     table.add_column("memory session", no_wrap=True)
     table.add_column("units", justify="right")
     for n in namespaces:
-        table.add_row(escape(n.name), escape(n.memory_session_id), str(n.unit_count))
+        table.add_row(escape(n.name), short(n.memory_session_id), str(n.unit_count))
     return table
 
 

@@ -165,6 +165,10 @@ class UnitStore(Protocol):
         self, namespace: str, *, since: int | None = None, until: int | None = None
     ) -> int: ...
 
+    def unit_ids_starting(self, namespace: str, prefix: str, *, limit: int) -> list[str]:
+        """Unit ids that begin with `prefix` (case-sensitive), at most `limit` of them."""
+        ...
+
     def unit_ids(self, namespace: str) -> list[str]:
         """Every unit id of a namespace in creation order (the reference's unit set)."""
         ...

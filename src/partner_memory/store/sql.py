@@ -253,6 +253,17 @@ class SqlStore(LogSql):
             ).fetchone()
         return int(row[0])
 
+    def unit_ids_starting(self, namespace: str, prefix: str, *, limit: int) -> list[str]:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            rows = self._run(
+                cur,
+                "SELECT unit_id FROM units WHERE namespace_id = ? AND substr(unit_id, 1, ?) = ?"
+                " ORDER BY unit_id LIMIT ?",
+                (namespace_id, len(prefix), prefix, limit),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def unit_ids(self, namespace: str) -> list[str]:
         """Unit ids in creation order, as the reference's unit set lists them."""
         with self._transaction(write=False) as cur:

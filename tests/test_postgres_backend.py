@@ -48,3 +48,31 @@ def test_a_bad_url_setting_is_configuration_not_an_outage(pg_server: str) -> Non
     separator = "&" if "?" in pg_server else "?"
     with pytest.raises(ConfigurationError, match="sslmode"):
         open_store(f"{pg_server}{separator}sslmode=bogus")
+
+
+def test_first_call_after_an_outage_succeeds(pg_url: str) -> None:
+    """Pooled connections an outage killed are replaced, not handed to the caller."""
+    import time
+    from urllib.parse import urlsplit, urlunsplit
+
+    from partner_memory.core import MemoryCore
+    from partner_memory.model import Message
+    from partner_memory.store.postgres import IDLE_CHECK_S
+    from tests.tcp_proxy import TcpProxy
+
+    parts = urlsplit(pg_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    netloc = (
+        f"{parts.username}@127.0.0.1:{proxy.port}" if parts.username else f"127.0.0.1:{proxy.port}"
+    )
+    store = open_store(urlunsplit(parts._replace(netloc=netloc)))
+    try:
+        core = MemoryCore(store, "ns")
+        for round_ in range(3):
+            core.update_memory_unit([Message(role="user", content=f"before {round_}")], "s")
+            proxy.cut()  # the server went away and came back: every pooled connection is dead
+            time.sleep(IDLE_CHECK_S + 0.2)
+            assert core.list_units().total == 1  # no "server closed the connection"
+    finally:
+        store.close()
+        proxy.close()

@@ -9,6 +9,8 @@ migrations take a transaction-level advisory lock.
 from __future__ import annotations
 
 import re
+import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -33,6 +35,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "PostgreSQL support needs the 'postgres' extra: pip install 'partner-memory[postgres]'"
     ) from exc
 
+#: A pooled connection idle this long (s) is probed before use; busier ones are not.
+IDLE_CHECK_S = 1.0
 #: libpq's words for a URL it cannot use (as opposed to a server it cannot reach).
 _BAD_SETTING = re.compile(r"invalid \S+ value|invalid (connection|URI) (option|query)")
 _MIGRATION_LOCK_KEY = 0x5041_524D  # "PARM": one advisory lock id for schema changes
@@ -67,6 +71,7 @@ class PostgresStore(SqlStore):
     ) -> None:
         self._url = url
         self.read_only = read_only
+        self._last_used: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
         self._probe(connect_timeout)
         self._pool = psycopg_pool.ConnectionPool(
             url,
@@ -75,6 +80,8 @@ class PostgresStore(SqlStore):
             timeout=connect_timeout,
             kwargs={"autocommit": False, "connect_timeout": max(1, int(connect_timeout))},
             configure=self._configure,
+            check=self._check,
+            reset=self._returned,
             open=False,
         )
         try:
@@ -103,6 +110,16 @@ class PostgresStore(SqlStore):
             raise StorageUnavailableError(
                 f"cannot connect to PostgreSQL at {self.url}: {str(exc).strip()}"
             ) from exc
+
+    def _check(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        """Probe a connection that sat idle: an outage meanwhile leaves it dead, and the pool
+        replaces a dead one instead of failing the caller's first call after recovery."""
+        last = self._last_used.get(conn)
+        if last is None or time.monotonic() - last >= IDLE_CHECK_S:
+            psycopg_pool.ConnectionPool.check_connection(conn)
+
+    def _returned(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        self._last_used[conn] = time.monotonic()
 
     def _configure(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         # the server refuses writes too, should one slip past _transaction

@@ -76,3 +76,37 @@ def test_first_call_after_an_outage_succeeds(pg_url: str) -> None:
     finally:
         store.close()
         proxy.close()
+
+
+def test_a_stalled_connection_fails_at_the_deadline(pg_url: str) -> None:
+    """A server that stops answering fails the call at the deadline instead of hanging it."""
+    import time
+    from urllib.parse import urlsplit, urlunsplit
+
+    from partner_memory.core import MemoryCore
+    from partner_memory.model import Message
+    from partner_memory.store.postgres import IDLE_CHECK_S
+    from tests.tcp_proxy import TcpProxy
+
+    parts = urlsplit(pg_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    netloc = (
+        f"{parts.username}@127.0.0.1:{proxy.port}" if parts.username else f"127.0.0.1:{proxy.port}"
+    )
+    store = PostgresStore(urlunsplit(parts._replace(netloc=netloc)), transaction_deadline=1.0)
+    try:
+        core = MemoryCore(store, "ns")
+        core.update_memory_unit([Message(role="user", content="before")], "s")
+        proxy.stall()
+        started = time.monotonic()
+        with pytest.raises(StorageUnavailableError, match="did not answer within 1s"):
+            core.update_memory_unit([Message(role="user", content="stalled")], "s")
+        assert time.monotonic() - started < 30  # not for ever
+        proxy.resume()
+        time.sleep(IDLE_CHECK_S + 0.2)
+        assert core.get_unit_info(core.unit_ids()[0]).message_count == 1  # nothing half-written
+        core.update_memory_unit([Message(role="user", content="after")], "s")
+    finally:
+        proxy.resume()
+        store.close()
+        proxy.close()

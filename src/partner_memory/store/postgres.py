@@ -8,7 +8,10 @@ migrations take a transaction-level advisory lock.
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -35,6 +38,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "PostgreSQL support needs the 'postgres' extra: pip install 'partner-memory[postgres]'"
     ) from exc
 
+#: A transaction not finished after this many seconds has its connection dropped.
+DEFAULT_TRANSACTION_DEADLINE = 60.0
 #: A pooled connection idle this long (s) is probed before use; busier ones are not.
 IDLE_CHECK_S = 1.0
 #: libpq's words for a URL it cannot use (as opposed to a server it cannot reach).
@@ -68,9 +73,11 @@ class PostgresStore(SqlStore):
         max_connections: int = 8,
         connect_timeout: float = 10.0,
         read_only: bool = False,
+        transaction_deadline: float = DEFAULT_TRANSACTION_DEADLINE,
     ) -> None:
         self._url = url
         self.read_only = read_only
+        self._watchdog = _Watchdog(transaction_deadline)
         self._last_used: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
         self._probe(connect_timeout)
         self._pool = psycopg_pool.ConnectionPool(
@@ -132,6 +139,7 @@ class PostgresStore(SqlStore):
         with (
             self._translated(),
             self._pool.connection() as conn,
+            self._watchdog.watching(conn),
             conn.pipeline(),
             conn.transaction(),
             conn.cursor() as cur,
@@ -165,6 +173,11 @@ class PostgresStore(SqlStore):
                 f"cannot connect to PostgreSQL at {self.url}: {exc}"
             ) from exc
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            if self._watchdog.expired():
+                raise StorageUnavailableError(
+                    f"PostgreSQL at {self.url} did not answer within"
+                    f" {self._watchdog.deadline:g}s; the connection was dropped"
+                ) from exc
             raise StorageUnavailableError(f"PostgreSQL at {self.url}: {exc}") from exc
         except psycopg.Error as exc:  # a statement the server refused: a bug, never retried
             raise PartnerMemoryError(
@@ -172,4 +185,57 @@ class PostgresStore(SqlStore):
             ) from exc
 
     def close(self) -> None:
+        self._watchdog.stop()
         self._pool.close()
+
+
+class _Watchdog:
+    """Drops a connection whose transaction outlives the deadline.
+
+    libpq waits on its socket for ever: a stalled network or server would
+    hold the caller (and the namespace) with it. Shutting the socket down from
+    this thread makes the blocked call fail at once; the pool then discards
+    the broken connection.
+    """
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self._inflight: dict[int, tuple[float, psycopg.Connection[tuple[object, ...]]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._dropped = threading.local()
+        self._thread = threading.Thread(target=self._watch, name="pm-pg-watchdog", daemon=True)
+        self._thread.start()
+
+    @contextmanager
+    def watching(self, conn: psycopg.Connection[tuple[object, ...]]) -> Iterator[None]:
+        key = id(conn)
+        self._dropped.flag = False
+        with self._lock:
+            self._inflight[key] = (time.monotonic() + self.deadline, conn)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._dropped.flag = self._inflight.pop(key, None) is None
+
+    def expired(self) -> bool:
+        """Whether this thread's last transaction was dropped for its deadline."""
+        return bool(getattr(self._dropped, "flag", False))
+
+    def _watch(self) -> None:
+        while not self._stop.wait(min(0.25, self.deadline / 4)):
+            now = time.monotonic()
+            with self._lock:
+                late = [k for k, (deadline, _) in self._inflight.items() if now > deadline]
+                conns = [self._inflight.pop(k)[1] for k in late]
+            for conn in conns:
+                try:  # shutdown acts on the socket itself, whichever descriptor names it
+                    sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
+                    sock.shutdown(socket.SHUT_RDWR)
+                    sock.close()
+                except (OSError, psycopg.Error):
+                    pass
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -119,3 +119,16 @@ def test_llm_fallbacks_are_not_silent(
     assert "rollings with an LLM fallback" in run("stats", "--db", db)
     again = run("ingest", str(SAMPLE), "--db", db)  # nothing new rolled: nothing to warn about
     assert "warning:" not in again
+
+
+def test_rolling_numbers_come_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "m.db")
+    default = json.loads(run("ingest", str(SAMPLE), "--db", db, "-n", "a", "--json"))
+    monkeypatch.setenv("PARTNER_MEMORY_ROLLING_MAX_MESSAGES", "4")
+    small = json.loads(run("ingest", str(SAMPLE), "--db", db, "-n", "b", "--json"))
+    assert small["rollings"]["rollings"] > default["rollings"]["rollings"]
+    monkeypatch.setenv("PARTNER_MEMORY_ROLLING_MAX_MESSAGES", "0")
+    out = run("ingest", str(SAMPLE), "--db", db, "-n", "c", code=6)
+    assert "max_messages" in out

@@ -95,3 +95,27 @@ def test_open_store_refuses_a_non_path() -> None:
 
     with pytest.raises(ConfigurationError, match="path or URL"):
         open_store(None)  # type: ignore[arg-type]
+
+
+def test_one_settings_object_reads_the_whole_environment() -> None:
+    from partner_memory import ConfigurationError, Settings
+
+    env = {
+        "PARTNER_MEMORY_DB": "/tmp/x.db",
+        "PARTNER_MEMORY_LLM_BASE_URL": "http://127.0.0.1:1/v1",
+        "PARTNER_MEMORY_LLM_MODEL": "m",
+        "PARTNER_MEMORY_ROLLING_MAX_MESSAGES": "30",
+        "PARTNER_MEMORY_ROLLING_IDLE_AFTER_MS": "60000",
+        "PARTNER_MEMORY_ROLLING_LEASE_TTL_S": "5.5",
+    }
+    settings = Settings.from_env(env)
+    assert settings.store.database == "/tmp/x.db"
+    assert settings.llm is not None
+    assert settings.llm.model == "m"
+    assert (settings.rolling.max_messages, settings.rolling.idle_after_ms) == (30, 60000)
+    assert settings.rolling.lease_ttl_s == 5.5
+    assert Settings.from_env({}).llm is None
+    with pytest.raises(ConfigurationError, match="PARTNER_MEMORY_ROLLING_MAX_MESSAGES"):
+        Settings.from_env({"PARTNER_MEMORY_ROLLING_MAX_MESSAGES": "many"})
+    with pytest.raises(ConfigurationError, match="retain_divisor"):
+        Settings.from_env({"PARTNER_MEMORY_ROLLING_RETAIN_DIVISOR": "0"})

@@ -1,6 +1,7 @@
 """partner-memory: a lossless, inspectable long-term memory store for AI agents."""
 
 from partner_memory.clock import Clock, system_clock
+from partner_memory.config import Settings
 from partner_memory.context import ContextBlock, ContextWorkspace, Domain
 from partner_memory.core import MemoryCore, UnitPage
 from partner_memory.errors import (
@@ -67,6 +68,7 @@ __all__ = [
     "PartnerMemoryError",
     "RollingResult",
     "RollingSettings",
+    "Settings",
     "StorageUnavailableError",
     "StoreSettings",
     "Turn",

@@ -32,7 +32,7 @@ from partner_memory.rolling import (
 )
 from partner_memory.rolling.consumers import DurableConsumer
 from partner_memory.service import MemoryService
-from partner_memory.settings import DEFAULT_NAMESPACE, StoreSettings
+from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore, open_store
 from partner_memory.trajectory import Trajectory, Turn
 
@@ -136,11 +136,14 @@ class PartnerMemory:
     ) -> PartnerMemory:
         """Open from settings: `database`/`namespace` or PARTNER_MEMORY_DB/_NAMESPACE, and
         the LLM from PARTNER_MEMORY_LLM_* (offline summaries when none is configured)."""
-        env = StoreSettings.from_env()
-        store = open_store(database or env.database, busy_timeout=env.busy_timeout)
-        options.setdefault("llm", LLMSettings.from_env())
+        from partner_memory.config import Settings
+
+        env = Settings.from_env()
+        store = open_store(database or env.store.database, busy_timeout=env.store.busy_timeout)
+        options.setdefault("llm", env.llm)
+        options.setdefault("settings", env.rolling)
         try:
-            return cls(store, namespace or env.namespace, owns_store=True, **options)
+            return cls(store, namespace or env.store.namespace, owns_store=True, **options)
         except BaseException:
             store.close()
             raise

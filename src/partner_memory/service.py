@@ -35,7 +35,7 @@ from partner_memory.rolling import (
 )
 from partner_memory.rolling.consumers import ConsumerDispatcher, DurableConsumer
 from partner_memory.rolling.lease import LeaseKeeper
-from partner_memory.settings import DEFAULT_NAMESPACE, StoreSettings
+from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore, open_store
 
 if TYPE_CHECKING:
@@ -103,10 +103,14 @@ class MemoryService:
 
     @classmethod
     def open(cls, database: str | Path | None = None, **options: Any) -> MemoryService:
-        """Open `database` (or PARTNER_MEMORY_DB) with the LLM of PARTNER_MEMORY_LLM_*."""
-        env = StoreSettings.from_env()
-        store = open_store(database or env.database, busy_timeout=env.busy_timeout)
-        options.setdefault("llm", LLMSettings.from_env())
+        """Open `database` (or PARTNER_MEMORY_DB) with the LLM and rolling numbers of the
+        environment (`Settings.from_env`); keyword options override them."""
+        from partner_memory.config import Settings
+
+        env = Settings.from_env()
+        store = open_store(database or env.store.database, busy_timeout=env.store.busy_timeout)
+        options.setdefault("llm", env.llm)
+        options.setdefault("settings", env.rolling)
         try:
             return cls(store, owns_store=True, **options)
         except BaseException:

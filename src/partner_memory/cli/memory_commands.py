@@ -17,12 +17,13 @@ from partner_memory import markers
 from partner_memory.cli import render
 from partner_memory.cli.app import Db, Json, Namespace, app, opened_store
 from partner_memory.cli.errors import reported
+from partner_memory.config import Settings
 from partner_memory.context import Domain
 from partner_memory.core import MemoryCore
 from partner_memory.errors import ConfigurationError, NotFoundError
 from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
-from partner_memory.rolling import ChatClient, LLMSettings
+from partner_memory.rolling import ChatClient
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
 
 CHAT_SYSTEM = (
@@ -56,10 +57,11 @@ def ingest_command(
 ) -> None:
     """Replay a transcript through rolling with its own timestamps, then summarise."""
     with reported(), opened_store(db, write=True) as store:
+        env = Settings.from_env()
         parsed = read_transcript(transcript, fmt.value)
         clock = ReplayClock()
         memory = PartnerMemory(
-            store, namespace, llm=LLMSettings.from_env(), clock=clock, idle_timer=False
+            store, namespace, llm=env.llm, settings=env.rolling, clock=clock, idle_timer=False
         )
         before = memory.stats().fallbacks
         try:
@@ -190,13 +192,14 @@ def chat(
 ) -> None:
     """Talk with the configured LLM; every reply is remembered. Reads stdin when piped."""
     with reported():
-        settings = LLMSettings.from_env()
+        env = Settings.from_env()
+        settings = env.llm
         if settings is None:
             raise ConfigurationError(
                 "chat needs an LLM: set PARTNER_MEMORY_LLM_BASE_URL and PARTNER_MEMORY_LLM_MODEL"
             )
         with opened_store(db, write=True) as store:
-            memory = PartnerMemory(store, namespace, llm=settings)
+            memory = PartnerMemory(store, namespace, llm=settings, settings=env.rolling)
             client = ChatClient(settings)
             interactive = sys.stdin.isatty()
             try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from partner_memory.errors import ConfigurationError
@@ -57,3 +59,27 @@ class RollingSettings:
             raise ConfigurationError("rolling setting lease_ttl_s must be at least 0.5 s")
         if self.compress_limit < 40:
             raise ConfigurationError("rolling setting compress_limit must be at least 40")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RollingSettings:
+        """PARTNER_MEMORY_ROLLING_<FIELD> for any field (MAX_MESSAGES, IDLE_AFTER_MS, ...)."""
+        env = os.environ if environ is None else environ
+        given: dict[str, float] = {}
+        for f in fields(cls):
+            name = f"{ENV_PREFIX}{f.name.upper()}"
+            raw = env.get(name)
+            if raw is None or not raw.strip():
+                continue
+            try:
+                given[f.name] = int(raw) if f.type == "int" else float(raw)
+            except ValueError:
+                kind = "a whole number" if f.type == "int" else "a number"
+                raise ConfigurationError(f"{name} must be {kind}, got {raw!r}") from None
+        try:
+            return cls(**given)  # type: ignore[arg-type]
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{exc} (from {ENV_PREFIX}*)") from None
+
+
+#: Environment variables of rolling settings start with this.
+ENV_PREFIX = "PARTNER_MEMORY_ROLLING_"

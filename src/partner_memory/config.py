@@ -1,0 +1,32 @@
+"""One settings object for the whole library, read from PARTNER_MEMORY_* when asked.
+
+`Settings.from_env()` gathers where memory lives (`StoreSettings`), which LLM
+summarises (`LLMSettings`, None offline) and every number of rolling
+(`RollingSettings`, PARTNER_MEMORY_ROLLING_*), each validated with an error
+naming the variable. The CLI, `PartnerMemory.open` and `MemoryService.open`
+all read it, so one environment means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from partner_memory.rolling.llm import LLMSettings
+from partner_memory.rolling.settings import RollingSettings
+from partner_memory.settings import StoreSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    store: StoreSettings
+    llm: LLMSettings | None
+    rolling: RollingSettings
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        return cls(
+            store=StoreSettings.from_env(environ),
+            llm=LLMSettings.from_env(environ),
+            rolling=RollingSettings.from_env(environ),
+        )

@@ -132,3 +132,22 @@ def test_rolling_numbers_come_from_the_environment(
     monkeypatch.setenv("PARTNER_MEMORY_ROLLING_MAX_MESSAGES", "0")
     out = run("ingest", str(SAMPLE), "--db", db, "-n", "c", code=6)
     assert "max_messages" in out
+
+
+def test_chat_keeps_the_line_when_the_llm_fails(
+    fake_llm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "m.db")
+    monkeypatch.setenv("PARTNER_MEMORY_LLM_BASE_URL", fake_llm.base_url)
+    monkeypatch.setenv("PARTNER_MEMORY_LLM_MODEL", "m")
+    monkeypatch.setenv("PARTNER_MEMORY_LLM_MAX_RETRIES", "0")
+    fake_llm.script.extend([("status", 500), ("ok", "Back again.")])
+    out = run("chat", "--db", db, stdin="are you there?\nhello\n")
+    assert "your message was kept" in out
+    assert "Back again." in out
+    window = json.loads(run("export-partner", str(tmp_path / "out"), "--db", db, "--json"))
+    assert window["messages"] == 0  # nothing rolled yet: all four messages are in the window
+    cognition = json.loads((tmp_path / "out" / "core" / "cognition.json").read_text())
+    contents = [m["content"] for m in cognition["chat_messages"]]
+    assert contents[0] == "[USER]:\n\nare you there?"
+    assert contents[1].startswith("[[AGENT]: self]: [NOT_REPLIED]")

@@ -20,7 +20,7 @@ from partner_memory.cli.errors import reported
 from partner_memory.config import Settings
 from partner_memory.context import Domain
 from partner_memory.core import MemoryCore
-from partner_memory.errors import ConfigurationError, NotFoundError
+from partner_memory.errors import ConfigurationError, LLMError, NotFoundError
 from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
 from partner_memory.rolling import ChatClient
@@ -202,12 +202,18 @@ def chat(
             memory = PartnerMemory(store, namespace, llm=settings, settings=env.rolling)
             client = ChatClient(settings)
             interactive = sys.stdin.isatty()
+            if interactive:
+                import readline  # noqa: F401 - line editing and history for input()
+
+                render.console.print(
+                    f"chat with {escape(settings.model)} - namespace {escape(namespace)!r}"
+                    f" in {escape(store.url)}; /exit to leave",
+                    style="dim",
+                )
             try:
                 while True:
-                    if interactive:
-                        render.console.print("[bold cyan]you>[/] ", end="")
-                    line = sys.stdin.readline()
-                    if not line or line.strip() in ("/exit", "/quit"):
+                    line = _read_line(interactive)
+                    if line is None or line.strip() in ("/exit", "/quit"):
                         break
                     text = line.rstrip("\n")
                     if not text.strip():
@@ -221,12 +227,30 @@ def chat(
                         ),
                         {"role": "user", "content": markers.user_text(source, text)},
                     ]
-                    answer = client.complete(prompt).text
+                    try:
+                        answer = client.complete(prompt).text
+                    except LLMError as exc:  # the line is kept, marked as not replied
+                        memory.record_turn(text, "NO_REPLY", source=source)
+                        render.warn(f"no answer from the LLM ({exc}); your message was kept")
+                        continue
                     turn = memory.record_turn(text, answer, source=source)
                     if turn.replied:
                         render.console.print(
-                            f"[bold green]agent>[/] {answer}" if interactive else answer
+                            f"[bold green]agent>[/] {escape(answer)}" if interactive else answer,
+                            markup=interactive,
                         )
+                    elif interactive:
+                        render.console.print("[dim](no reply)[/]")
             finally:
                 client.close()
                 memory.close()
+
+
+def _read_line(interactive: bool) -> str | None:
+    """The next line, or None at the end of input."""
+    if not interactive:
+        return sys.stdin.readline() or None
+    try:
+        return input("you> ")
+    except EOFError:
+        return None

@@ -109,6 +109,11 @@ def consumers_table(consumers: Sequence[ConsumerStatus]) -> Table:
 _stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def warn(text: str) -> None:
+    """One warning line on stderr; `text` is printed as written."""
+    _stderr.print(f"[yellow]warning:[/] {escape(text)}")
+
+
 def warn_fallbacks(totals: RollingTotals, count: int) -> None:
     """Once per run: rollings whose LLM call failed used the offline summary, and why."""
     if count <= 0:

@@ -56,6 +56,8 @@ def test_bad_inputs(tmp_path: Path) -> None:
     bad.write_text('{"role": "user", "content": "ok"}\nnot json\n')
     assert "bad.jsonl line 2" in run("ingest", str(bad), "--db", db, code=4)
     assert "--format" in run("ingest", str(bad), "--db", db, "--format", "csv", code=2)
+    assert not Path(db).exists()  # transcripts are checked before anything is written
+    run("ingest", str(SAMPLE), "--db", db, "-n", "real")
     assert "not found" in run("stats", "--db", db, "-n", "ghost", code=3)
 
 
@@ -151,3 +153,24 @@ def test_chat_keeps_the_line_when_the_llm_fails(
     contents = [m["content"] for m in cognition["chat_messages"]]
     assert contents[0] == "[USER]:\n\nare you there?"
     assert contents[1].startswith("[[AGENT]: self]: [NOT_REPLIED]")
+
+
+def test_ingest_reads_several_files_and_stdin(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    later = tmp_path / "later.jsonl"
+    later.write_text(
+        '{"role": "user", "content": "back from Kyoto", "timestamp": "2024-06-01T10:00:00"}\n'
+        '{"role": "assistant", "content": "How was it?", "timestamp": "2024-06-01T10:00:05"}\n'
+    )
+    reports = json.loads(run("ingest", str(SAMPLE), str(later), "--db", db, "--json"))
+    assert [r["transcript"] for r in reports] == ["conversation.jsonl", "later.jsonl"]
+    assert reports[1]["units"] == 3  # a third conversation, weeks later
+    piped = json.loads(
+        run("ingest", "-", "--db", db, "-n", "piped", "--json", stdin=later.read_text())
+    )
+    assert (piped["transcript"], piped["recorded"]) == ("stdin", 2)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("not json\n")
+    out = run("ingest", str(later), str(broken), "--db", db, "-n", "fresh", code=4)
+    assert "broken.jsonl line 1" in out
+    assert "not found" in run("units", "--db", db, "-n", "fresh", code=3)  # nothing recorded

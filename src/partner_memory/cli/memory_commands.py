@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
-from pathlib import Path
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -20,11 +20,19 @@ from partner_memory.cli.errors import reported
 from partner_memory.config import Settings
 from partner_memory.context import Domain
 from partner_memory.core import MemoryCore
-from partner_memory.errors import ConfigurationError, LLMError, NotFoundError
-from partner_memory.ingest import ReplayClock, ingest, read_transcript
+from partner_memory.errors import ConfigurationError, InvalidInputError, LLMError, NotFoundError
+from partner_memory.ingest import (
+    IngestReport,
+    ReplayClock,
+    Transcript,
+    ingest,
+    parse_transcript,
+    read_transcript,
+)
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
 from partner_memory.rolling import ChatClient
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
+from partner_memory.store import MemoryStore
 
 CHAT_SYSTEM = (
     "You are a companion agent with a long-term memory. The <context> below holds what you"
@@ -44,65 +52,102 @@ class TranscriptFormat(StrEnum):
 
 @app.command("ingest")
 def ingest_command(
-    transcript: Annotated[Path, typer.Argument(help="JSON Lines of messages, or a LoCoMo file.")],
+    transcripts: Annotated[
+        list[str],
+        typer.Argument(
+            help="JSON Lines of messages or LoCoMo files, in order; - reads standard input.",
+            show_default=False,
+        ),
+    ],
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
     fmt: Annotated[
-        TranscriptFormat, typer.Option("--format", help="How to read the transcript.")
+        TranscriptFormat, typer.Option("--format", help="How to read the transcripts.")
     ] = TranscriptFormat.AUTO,
     flush: Annotated[
         bool, typer.Option("--flush/--no-flush", help="Roll what is left at the end.")
     ] = True,
     as_json: Json = False,
 ) -> None:
-    """Replay a transcript through rolling with its own timestamps, then summarise."""
-    with reported(), opened_store(db, write=True) as store:
-        env = Settings.from_env()
-        parsed = read_transcript(transcript, fmt.value)
-        clock = ReplayClock()
-        memory = PartnerMemory(
-            store, namespace, llm=env.llm, settings=env.rolling, clock=clock, idle_timer=False
-        )
-        before = memory.stats().fallbacks
-        try:
-            quiet = as_json or not sys.stderr.isatty()
-            with Progress(
-                TextColumn("[bold]ingest[/] {task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                disable=quiet,
-            ) as bar:
-                task = bar.add_task(parsed.name, total=len(parsed.messages))
-                report = ingest(
-                    memory, parsed, clock, flush=flush, progress=lambda n: bar.advance(task, n)
-                )
-        finally:
-            memory.close()
-        render.warn_fallbacks(report.totals, report.totals.fallbacks - before)
+    """Replay transcripts through rolling with their own timestamps, then summarise.
+
+    Every transcript is read and checked before the first is recorded.
+    """
+    with reported():
+        parsed = [_read(name, fmt) for name in transcripts]
+        with opened_store(db, write=True) as store:
+            reports = _ingest_all(store, namespace, parsed, flush=flush, quiet=as_json)
         if as_json:
-            render.print_json(report.to_dict())
+            documents = [report.to_dict() for report in reports]
+            render.print_json(documents[0] if len(documents) == 1 else documents)
             return
-        totals = report.totals
-        table = Table(title=f"ingested {parsed.name} into {namespace!r}", title_justify="left")
-        table.add_column("what")
-        table.add_column("value", justify="right")
-        rows = [
-            ("messages in transcript", f"{report.messages:,}"),
-            ("recorded / already stored", f"{report.recorded:,} / {report.skipped:,}"),
-            ("units / slices in namespace", f"{report.units:,} / {report.slices:,}"),
-            ("rollings", f"{totals.rollings:,}"),
-            ("summariser", ", ".join(f"{k} x{v}" for k, v in totals.by_summarizer.items()) or "-"),
-            (
-                "LLM calls / tokens in / out",
-                f"{totals.llm_calls} / {totals.prompt_tokens:,} / {totals.completion_tokens:,}",
-            ),
-            ("time", f"{report.seconds:.2f} s ({report.messages_per_second:,.0f} messages/s)"),
-        ]
-        for what, value in rows:
-            table.add_row(what, value)
-        render.console.print(table)
+        for report in reports:
+            render.console.print(_report_table(report, namespace))
+
+
+def _read(name: str, fmt: TranscriptFormat) -> Transcript:
+    if name != "-":
+        return read_transcript(name, fmt.value)
+    try:
+        text = sys.stdin.read()
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"stdin: not UTF-8 text (byte {exc.start})") from None
+    return parse_transcript(text, "stdin", fmt.value)
+
+
+def _ingest_all(
+    store: MemoryStore, namespace: str, transcripts: list[Transcript], *, flush: bool, quiet: bool
+) -> list[IngestReport]:
+    env = Settings.from_env()
+    clock = ReplayClock()
+    memory = PartnerMemory(
+        store, namespace, llm=env.llm, settings=env.rolling, clock=clock, idle_timer=False
+    )
+    before = memory.stats().fallbacks
+    reports = []
+    try:
+        with Progress(
+            TextColumn("[bold]ingest[/] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=quiet or not sys.stderr.isatty(),
+        ) as bar:
+            for transcript in transcripts:
+                task = bar.add_task(transcript.name, total=len(transcript.messages))
+                reports.append(
+                    ingest(
+                        memory, transcript, clock, flush=flush, progress=partial(bar.advance, task)
+                    )
+                )
+    finally:
+        memory.close()
+    totals = reports[-1].totals
+    render.warn_fallbacks(totals, totals.fallbacks - before)
+    return reports
+
+
+def _report_table(report: IngestReport, namespace: str) -> Table:
+    totals = report.totals
+    table = Table(title=f"ingested {report.transcript} into {namespace!r}", title_justify="left")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    rows = [
+        ("messages in transcript", f"{report.messages:,}"),
+        ("recorded / already stored", f"{report.recorded:,} / {report.skipped:,}"),
+        ("units / slices in namespace", f"{report.units:,} / {report.slices:,}"),
+        ("rollings", f"{totals.rollings:,}"),
+        ("summariser", ", ".join(f"{k} x{v}" for k, v in totals.by_summarizer.items()) or "-"),
+        (
+            "LLM calls / tokens in / out",
+            f"{totals.llm_calls} / {totals.prompt_tokens:,} / {totals.completion_tokens:,}",
+        ),
+        ("time", f"{report.seconds:.2f} s ({report.messages_per_second:,.0f} messages/s)"),
+    ]
+    for what, value in rows:
+        table.add_row(what, value)
+    return table
 
 
 def _domains(values: list[str] | None) -> list[Domain]:

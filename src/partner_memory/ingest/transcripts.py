@@ -81,13 +81,18 @@ def _timestamp(value: Any, where: str) -> int | None:
 
 def read_jsonl(path: Path) -> Transcript:
     """One JSON object per line: role, content, and optionally timestamp, id, metadata."""
+    return parse_jsonl(_read_text(path), path.name)
+
+
+def parse_jsonl(text: str, name: str) -> Transcript:
+    """JSON Lines text as a transcript called `name` (errors say `name line N`)."""
     messages: list[Message] = []
     origins: list[str] = []
     previous = ""
-    for number, line in enumerate(_lines(path), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        where = f"{path.name} line {number}"
+        where = f"{name} line {number}"
         try:
             item = json.loads(line)
         except (json.JSONDecodeError, RecursionError) as exc:
@@ -124,11 +129,7 @@ def read_jsonl(path: Path) -> Transcript:
         messages.append(message)
         origins.append(where)
         previous = message.id
-    return Transcript(path.name, "jsonl", messages, origins)
-
-
-def _lines(path: Path) -> list[str]:
-    return _read_text(path).splitlines()
+    return Transcript(name, "jsonl", messages, origins)
 
 
 def _read_text(path: Path) -> str:
@@ -154,7 +155,12 @@ def parse_locomo_date(text: str) -> int:
 def read_locomo(path: Path, data: dict[str, Any] | None = None) -> Transcript:
     """Each turn a message: speaker A as user, B as assistant; speaker and dia_id in metadata."""
     if data is None:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return parse_transcript(_read_text(path), path.name, "locomo")
+    return _locomo(data, path.name)
+
+
+def _locomo(data: dict[str, Any], name: str) -> Transcript:
+    path = Path(name)  # only its name is used, in messages and derived ids
     conversation = data.get("conversation", data)
     if not isinstance(conversation, dict):
         raise InvalidInputError(f"{path.name}: 'conversation' must be an object")
@@ -203,18 +209,25 @@ def read_transcript(path: str | Path, fmt: Format = "auto") -> Transcript:
     file = Path(path)
     if not file.is_file():
         raise InvalidInputError(f"transcript {file} does not exist or is not a file")
-    if fmt == "jsonl" or (fmt == "auto" and file.suffix in (".jsonl", ".ndjson")):
-        return read_jsonl(file)
+    if fmt == "auto" and file.suffix in (".jsonl", ".ndjson"):
+        fmt = "jsonl"
+    return parse_transcript(_read_text(file), file.name, fmt)
+
+
+def parse_transcript(text: str, name: str, fmt: Format = "auto") -> Transcript:
+    """A transcript from its text; `auto` takes a JSON object as LoCoMo, else JSON Lines."""
+    if fmt == "jsonl":
+        return parse_jsonl(text, name)
     try:
-        data = json.loads(_read_text(file))
+        data = json.loads(text)
     except RecursionError:
-        raise InvalidInputError(f"{file.name}: invalid JSON: nested too deeply") from None
+        raise InvalidInputError(f"{name}: invalid JSON: nested too deeply") from None
     except json.JSONDecodeError as exc:
         if fmt == "auto":
-            return read_jsonl(file)
-        raise InvalidInputError(
-            f"{file.name}: invalid JSON at line {exc.lineno}: {exc.msg}"
-        ) from None
+            return parse_jsonl(text, name)
+        raise InvalidInputError(f"{name}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
     if not isinstance(data, dict):
-        raise InvalidInputError(f"{file.name}: expected a LoCoMo conversation object")
-    return read_locomo(file, data)
+        if fmt == "auto":
+            return parse_jsonl(text, name)
+        raise InvalidInputError(f"{name}: expected a LoCoMo conversation object")
+    return _locomo(data, name)

@@ -294,3 +294,22 @@ def test_tables_are_readable_at_80_columns(db: str, monkeypatch: pytest.MonkeyPa
     assert max(len(line) for line in lines) <= 80
     summary_cells = [line for line in lines if "│" in line and "summary" not in line]
     assert len(summary_cells) < 20  # a summary of a few hundred characters, not 40+ lines
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["--offset", "1e20"], 2, "--offset"),
+        (["--offset", "100000000000000000000"], 4, "offset must be between 0 and"),
+        (["--offset", "-1"], 4, "offset must be between 0 and"),
+        (["--limit", "0"], 4, "limit must be between 1 and 1000"),
+        (["--since", "yesterday"], 4, "--since 'yesterday' is not an ISO date"),
+    ],
+)
+def test_bad_paging_is_one_line_and_a_code(db: str, args: list[str], code: int, says: str) -> None:
+    before = run("units", "--db", db, "-n", "agent", "--json")
+    out = run("units", "--db", db, "-n", "agent", *args, code=code)
+    assert says in " ".join(out.split())
+    if code != 2:
+        assert len(out.strip().splitlines()) == 1
+    assert run("units", "--db", db, "-n", "agent", "--json") == before

@@ -30,6 +30,8 @@ from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store.base import MemoryStore
 
 MAX_PAGE_SIZE = 1000
+#: Far beyond any namespace, and within every backend's 64-bit integers.
+MAX_OFFSET = 2**62
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,8 +191,8 @@ class MemoryCore:
         limit, offset = check_index(limit, "limit"), check_index(offset, "offset")
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
-        if offset < 0:
-            raise InvalidInputError(f"offset must not be negative, got {offset}")
+        if not 0 <= offset <= MAX_OFFSET:
+            raise InvalidInputError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
         units = self._store.list_units(
             self._namespace, limit=limit, offset=offset, since=since, until=until
         )

@@ -167,17 +167,17 @@ class SlowSummarizer:
 
 def test_lease_is_renewed_while_a_long_rolling_runs(store: MemoryStore) -> None:
     """A rolling longer than the lease keeps it: the scheduler renews what it holds."""
-    slow = RollingSettings(idle_check_interval_s=0, lease_ttl_s=0.6)
+    slow = RollingSettings(idle_check_interval_s=0, lease_ttl_s=1.0)
     with (
-        MemoryService(store, settings=slow, summarizers=[SlowSummarizer(2.0)]) as first,
+        MemoryService(store, settings=slow, summarizers=[SlowSummarizer(3.5)]) as first,
         MemoryService(store, settings=slow) as second,
     ):
         a, b = first.memory("ns"), second.memory("ns")
         a.record_turn("q", "a")
         future = a.rolling.trigger(idle=False)
         assert future is not None
-        deadline = time.monotonic() + 1.8
-        while time.monotonic() < deadline:  # well past the lease's 0.6 s
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:  # well past the lease's 1 s
             assert b.rolling.trigger(idle=False) is None
             time.sleep(0.1)
         assert future.result(10) is not None

@@ -313,3 +313,31 @@ def test_bad_paging_is_one_line_and_a_code(db: str, args: list[str], code: int, 
     if code != 2:
         assert len(out.strip().splitlines()) == 1
     assert run("units", "--db", db, "-n", "agent", "--json") == before
+
+
+def test_db_and_namespace_may_come_before_the_command(db: str) -> None:
+    import subprocess
+    import sys
+
+    from partner_memory.cli.app import hoisted
+
+    assert hoisted(["--db", "x.db", "-n", "a", "units", "--json"]) == [
+        "units",
+        "--db",
+        "x.db",
+        "-n",
+        "a",
+        "--json",
+    ]
+    assert hoisted(["--db=x.db", "show", "u1"]) == ["show", "--db=x.db", "u1"]
+    assert hoisted(["units", "--db", "x.db"]) == ["units", "--db", "x.db"]
+    assert hoisted(["--version"]) == ["--version"]
+    done = subprocess.run(
+        [sys.executable, "-m", "partner_memory", "--db", db, "-n", "agent", "units", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["total"] == 3

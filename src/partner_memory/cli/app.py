@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -260,5 +261,27 @@ def export_partner(
         )
 
 
+#: Options every command takes that may also stand before the command's name.
+_LEADING = frozenset({"--db", "--namespace", "-n"})
+
+
+def hoisted(args: list[str]) -> list[str]:
+    """`--db X -n Y units ...` as `units --db X -n Y ...`: the options go to the command."""
+    moved: list[str] = []
+    rest = list(args)
+    while rest:
+        head = rest[0]
+        name = head.split("=", 1)[0]
+        if name not in _LEADING:
+            break
+        if "=" in head or len(rest) < 2:
+            moved.append(rest.pop(0))
+        else:
+            moved += [rest.pop(0), rest.pop(0)]
+    if not moved or not rest or rest[0].startswith("-"):
+        return list(args)
+    return [rest[0], *moved, *rest[1:]]
+
+
 def main() -> None:
-    app()
+    app(args=hoisted(sys.argv[1:]))

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from partner_memory.cli import render
 from partner_memory.cli.errors import reported
 from partner_memory.core import MemoryCore
 from partner_memory.errors import InvalidInputError
-from partner_memory.interop import export_partner_state, import_partner_state
+from partner_memory.interop import copy_memory, export_partner_state, import_partner_state
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE, StoreSettings
 from partner_memory.store import MemoryStore, open_store
 
@@ -258,6 +259,37 @@ def export_partner(
         render.console.print(
             f"exported {namespace!r} to {out_dir}: {report.units} units,"
             f" {report.messages} messages, {report.slices} slices"
+        )
+
+
+@app.command("copy")
+def copy_command(
+    source: Annotated[str, typer.Argument(help="The database to copy from (path or URL).")],
+    destination: Annotated[
+        str, typer.Argument(help="The database to copy into; created when missing.")
+    ],
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace", "-n", help="Copy only this namespace; repeatable.", show_default=False
+        ),
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Copy memory losslessly between databases (SQLite <-> PostgreSQL), or back it up."""
+    with (
+        reported(),
+        opened_store(source, write=False) as src,
+        opened_store(destination, write=True) as dst,
+    ):
+        report = copy_memory(src, dst, namespaces=namespace or ())
+        if as_json:
+            render.print_json(report.to_dict())
+            return
+        render.console.print(
+            f"copied {len(report.namespaces)} namespace(s) from {escape(report.source)} to"
+            f" {escape(report.destination)}: {report.units:,} units, {report.messages:,}"
+            f" messages, {report.rollings:,} rollings"
         )
 
 

@@ -72,6 +72,22 @@ class RollingCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class NamespaceDump:
+    """Every row of one namespace, without the store's own keys: what `copy` carries."""
+
+    name: str
+    memory_session_id: str
+    rolling_seq: int
+    units: list[tuple[Any, ...]]
+    messages: list[tuple[Any, ...]]
+    slices: list[tuple[Any, ...]]
+    window: list[tuple[Any, ...]]
+    activity: tuple[Any, ...] | None
+    rollings: list[tuple[Any, ...]]
+    consumers: list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
 class CommittedRolling:
     """What `commit_rolling` wrote: the unit update and log position, if a slice was stored."""
 
@@ -313,5 +329,13 @@ class LogStore(Protocol):
 @runtime_checkable
 class MemoryStore(UnitStore, WindowStore, LogStore, Protocol):
     """Everything a backend implements."""
+
+    def export_namespace(self, namespace: str) -> NamespaceDump:
+        """Every row of a namespace, in one read transaction."""
+        ...
+
+    def import_namespace(self, dump: NamespaceDump) -> None:
+        """Write a dump as a new namespace, all or nothing; ConflictError if it exists."""
+        ...
 
     def close(self) -> None: ...

@@ -28,6 +28,7 @@ from partner_memory.store.sql_base import (
     slice_from_row,
     unit_from_row,
 )
+from partner_memory.store.sql_dump import DumpSql
 from partner_memory.store.sql_log import LogSql
 
 __all__ = ["MIGRATIONS", "SCHEMA_TABLE", "SqlStore"]
@@ -56,7 +57,7 @@ def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
     return clauses, params
 
 
-class SqlStore(LogSql):
+class SqlStore(LogSql, DumpSql):
     """Shared implementation of `MemoryStore` over a DB-API connection."""
 
     # -- schema ------------------------------------------------------------------

@@ -1,0 +1,140 @@
+"""Every row of one namespace, out of one store and into another, losslessly.
+
+Surrogate keys (namespace ids, unit pks) are the only thing not carried
+over: the destination numbers its own rows. Everything else - message ids,
+timestamps and metadata, slice summarisers, the window with its interaction
+times, the quiet already rolled, the rolling log with its numbers and costs,
+consumer positions - arrives exactly as it was, in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from partner_memory.errors import ConflictError, NotFoundError
+from partner_memory.store.base import NamespaceDump
+from partner_memory.store.sql_base import ROWS_PER_INSERT, Cursor, SqlBase, values_clause
+
+_UNIT = "unit_id, timestamp, message_count, slice_count"
+_MESSAGE = "position, message_id, role, content, timestamp, metadata"
+_SLICE = "slice_id, start_index, end_index, summary, timestamp, summarizer"
+_WINDOW = "message_id, role, content, timestamp, metadata, structured, interaction"
+_ROLLING = (
+    "seq, unit_id, slice_id, started_at, idle, messages, summarizer, llm_calls, prompt_tokens,"
+    " completion_tokens, llm_ms, pipeline_ms, fallbacks, rolling_size, retain_divisor,"
+    " unit_slices, holder"
+)
+_CONSUMER = "name, durable, position, failures, last_error, last_failure_at"
+
+
+def _rows(cur: Cursor) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in cur.fetchall()]
+
+
+class DumpSql(SqlBase):
+    """`export_namespace` and `import_namespace` of `MemoryStore`."""
+
+    def export_namespace(self, namespace: str) -> NamespaceDump:
+        with self._transaction(write=False) as cur:
+            row = self._run(
+                cur,
+                "SELECT id, memory_session_id, rolling_seq FROM namespaces WHERE name = ?",
+                (namespace,),
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"namespace {namespace!r} not found")
+            nid = int(row[0])
+            activity = self._run(
+                cur,
+                "SELECT last_interaction, idle_rolled_for FROM activity WHERE namespace_id = ?",
+                (nid,),
+            ).fetchone()
+            return NamespaceDump(
+                name=namespace,
+                memory_session_id=str(row[1]),
+                rolling_seq=int(row[2]),
+                units=self._select(cur, _UNIT, "units", "pk", nid),
+                messages=self._per_unit(cur, _MESSAGE, "messages", "x.position", nid),
+                slices=self._per_unit(cur, _SLICE, "slices", "x.pk", nid),
+                window=self._select(cur, _WINDOW, "trajectory", "pk", nid),
+                activity=None if activity is None else tuple(activity),
+                rollings=self._select(cur, _ROLLING, "rollings", "seq", nid),
+                consumers=self._select(cur, _CONSUMER, "consumers", "name", nid),
+            )
+
+    def _select(
+        self, cur: Cursor, columns: str, table: str, order: str, nid: int
+    ) -> list[tuple[Any, ...]]:
+        query = f"SELECT {columns} FROM {table} WHERE namespace_id = ? ORDER BY {order}"
+        return _rows(self._run(cur, query, (nid,)))
+
+    def _per_unit(
+        self, cur: Cursor, columns: str, table: str, order: str, nid: int
+    ) -> list[tuple[Any, ...]]:
+        """Rows keyed by unit pk, with the unit's id in front instead."""
+        prefixed = ", ".join("x." + c for c in columns.split(", "))
+        query = (
+            f"SELECT u.unit_id, {prefixed} FROM units u JOIN {table} x ON x.unit_pk = u.pk"
+            f" WHERE u.namespace_id = ? ORDER BY u.pk, {order}"
+        )
+        return _rows(self._run(cur, query, (nid,)))
+
+    def import_namespace(self, dump: NamespaceDump) -> None:
+        with self._transaction(write=True) as cur:
+            exists = self._run(
+                cur, "SELECT 1 FROM namespaces WHERE name = ?", (dump.name,)
+            ).fetchone()
+            if exists is not None:
+                raise ConflictError(
+                    f"namespace {dump.name!r} already exists in {self.url}; nothing copied"
+                )
+            nid = int(
+                self._run(
+                    cur,
+                    "INSERT INTO namespaces (name, memory_session_id, rolling_seq)"
+                    " VALUES (?, ?, ?) RETURNING id",
+                    (dump.name, dump.memory_session_id, dump.rolling_seq),
+                ).fetchone()[0]
+            )
+            pks: dict[str, int] = {}
+            for unit in dump.units:
+                pks[str(unit[0])] = int(
+                    self._run(
+                        cur,
+                        f"INSERT INTO units (namespace_id, {_UNIT}) VALUES (?, ?, ?, ?, ?)"
+                        " RETURNING pk",
+                        (nid, *unit),
+                    ).fetchone()[0]
+                )
+            by_unit = [
+                ("messages", _MESSAGE, dump.messages),
+                ("slices", _SLICE, dump.slices),
+            ]
+            for table, columns, rows in by_unit:
+                keyed = [(pks[str(r[0])], *r[1:]) for r in rows]
+                self._insert(cur, table, "unit_pk, " + columns, keyed)
+            by_namespace = [
+                ("trajectory", _WINDOW, dump.window),
+                (
+                    "activity",
+                    "last_interaction, idle_rolled_for",
+                    [dump.activity] if dump.activity else [],
+                ),
+                ("rollings", _ROLLING, dump.rollings),
+                ("consumers", _CONSUMER, dump.consumers),
+            ]
+            for table, columns, rows in by_namespace:
+                self._insert(cur, table, "namespace_id, " + columns, [(nid, *r) for r in rows])
+
+    def _insert(self, cur: Cursor, table: str, columns: str, rows: Sequence[Sequence[Any]]) -> None:
+        width = len(columns.split(", "))
+        per_chunk = max(1, (ROWS_PER_INSERT * 7) // width)
+        for start in range(0, len(rows), per_chunk):
+            chunk = rows[start : start + per_chunk]
+            params: list[Any] = [value for row in chunk for value in row]
+            self._run(
+                cur,
+                f"INSERT INTO {table} ({columns}) VALUES " + values_clause(len(chunk), width),
+                params,
+            )

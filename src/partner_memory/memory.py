@@ -114,7 +114,6 @@ class PartnerMemory:
         self.summarizer = service.summarizer
         self.rolling = DialogRolling(
             self.core,
-            self.trajectory,
             self.workspace,
             self.after_rolling,
             summarizer=service.summarizer,

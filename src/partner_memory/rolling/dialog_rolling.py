@@ -21,7 +21,6 @@ import logging
 import threading
 import time
 from concurrent.futures import Executor, Future
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -37,7 +36,7 @@ from partner_memory.rolling.llm import UsageMeter
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.rolling.summarize import SummarizerChain
 from partner_memory.store.base import CommittedRolling, RollingCommit
-from partner_memory.trajectory import Trajectory, dropped_ids
+from partner_memory.trajectory import dropped_ids
 
 #: Errors kept per namespace for inspection; the log has the rest.
 MAX_ERRORS = 100
@@ -93,7 +92,6 @@ class DialogRolling:
     def __init__(
         self,
         core: MemoryCore,
-        trajectory: Trajectory,
         workspace: ContextWorkspace,
         after_rolling: AfterRollingRegistry,
         *,
@@ -104,10 +102,8 @@ class DialogRolling:
         leases: LeaseKeeper,
         executor: Executor,
     ) -> None:
-        self._core = core
         self._store = core.store
         self._namespace = core.namespace
-        self._trajectory = trajectory
         self._workspace = workspace
         self._after_rolling = after_rolling
         self._summarizer = summarizer
@@ -196,9 +192,13 @@ class DialogRolling:
             if not still_due:
                 self._leases.release(ns)
                 return None
+        return Moment(tuple(state.messages), last, self._dated(now, last, idle), idle)
+
+    def _dated(self, now: int, last: int | None, idle: bool) -> int:
+        """A slice's time: now, or for an idle rolling when the idle timer would have fired."""
         if idle and last is not None:
-            now = min(now, last + self.settings.idle_after_ms + 1)
-        return Moment(tuple(state.messages), last, now, idle)
+            return min(now, last + self.settings.idle_after_ms + 1)
+        return now
 
     def _guarded(self, moment: Moment) -> RollingResult | None:
         try:
@@ -232,10 +232,7 @@ class DialogRolling:
         snapshot = moment.snapshot[: ids.index(through) + 1]
         times = [m.timestamp for m in snapshot if m.timestamp is not None]
         last = max(times) if times else moment.last_interaction
-        at = moment.at
-        if moment.idle and last is not None:
-            at = min(at, last + self.settings.idle_after_ms + 1)
-        return Moment(snapshot, last, at, moment.idle)
+        return Moment(snapshot, last, self._dated(moment.at, last, moment.idle), moment.idle)
 
     def wait(self) -> None:
         """Return once no rolling of this process is in flight for this namespace."""
@@ -293,9 +290,6 @@ class DialogRolling:
         meter = UsageMeter(budget_s=self.settings.llm_budget_s)
         compressed = self._compressor.compress(increment, meter)
         summary = self._summarizer.summarize(compressed, meter)
-        resumed = time.perf_counter()
-        commit = self._commit_for(moment, increment, summary.text, RollingCost("none"), divisor)
-        own_ms += (time.perf_counter() - resumed) * 1000
         cost = RollingCost(
             summarizer=summary.summarizer,
             llm_calls=meter.calls,
@@ -305,7 +299,9 @@ class DialogRolling:
             pipeline_ms=own_ms,
             fallbacks=tuple(meter.fallbacks),
         )
-        update = self._commit(replace(commit, cost=cost)).update
+        update = self._commit(
+            self._commit_for(moment, increment, summary.text, cost, divisor)
+        ).update
         assert update is not None
         result = RollingResult(
             memory_unit=update.unit,

@@ -41,6 +41,11 @@ def in_list(count: int) -> str:
     return "(" + ", ".join(["?"] * count) + ")"
 
 
+def _rolled_for(value: int | None) -> int | None:
+    """`activity.idle_rolled_for`, whose -1 means no quiet rolled yet."""
+    return None if value is None or int(value) < 0 else int(value)
+
+
 class WindowSql(SqlBase):
     """Trajectory, activity and rolling-lease verbs of `MemoryStore`."""
 
@@ -62,9 +67,10 @@ class WindowSql(SqlBase):
             (namespace_id,),
         ).fetchall()
         times = [int(r[5]) for r in rows if r[5] is not None]
-        rolled = None if row is None or int(row[0]) < 0 else int(row[0])
         return TrajectoryState(
-            [message_from_row(r) for r in rows], max(times) if times else None, rolled
+            [message_from_row(r) for r in rows],
+            max(times) if times else None,
+            _rolled_for(None if row is None else row[0]),
         )
 
     def _has_namespace(self, namespace: str) -> bool:
@@ -84,18 +90,15 @@ class WindowSql(SqlBase):
             ).fetchone()
         if row is None:
             raise NotFoundError(f"namespace {namespace!r} not found")
-        rolled = None if row[2] is None or int(row[2]) < 0 else int(row[2])
-        return WindowActivity(int(row[0]), None if row[1] is None else int(row[1]), rolled)
+        last = None if row[1] is None else int(row[1])
+        return WindowActivity(int(row[0]), last, _rolled_for(row[2]))
 
     def trajectory_length(self, namespace: str) -> int:
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
-            return self._window_length(cur, namespace_id)
-
-    def _window_length(self, cur: Cursor, namespace_id: int) -> int:
-        row = self._run(
-            cur, "SELECT COUNT(*) FROM trajectory WHERE namespace_id = ?", (namespace_id,)
-        ).fetchone()
+            row = self._run(
+                cur, "SELECT COUNT(*) FROM trajectory WHERE namespace_id = ?", (namespace_id,)
+            ).fetchone()
         return int(row[0])
 
     def append_trajectory(

@@ -71,7 +71,8 @@ def test_show_with_messages(db: str) -> None:
     document = json.loads(
         run("show", FIRST_UNIT, "--db", db, "-n", "agent", "--messages", "--json")
     )
-    assert len(document["conversation_messages"]) == 4
+    assert document["unit"]["id"] == FIRST_UNIT
+    assert len(document["messages"]) == 4
     assert [s["end_index"] for s in document["slices"]] == [2, 4]
     assert "200,000 yen" in run("show", FIRST_UNIT, "--db", db, "-n", "agent", "--messages")
 
@@ -80,7 +81,7 @@ def test_slice_prints_summary_and_its_messages(db: str) -> None:
     document = json.loads(
         run("slice", FIRST_UNIT, FIRST_SLICE, "--db", db, "-n", "agent", "--json")
     )
-    assert document["summary"].startswith("Mei's budget")
+    assert document["slice"]["summary"].startswith("Mei's budget")
     assert [m["content"].split("\n\n")[1][:12] for m in document["messages"]] == [
         "Also my budg",
         "Got it: roug",
@@ -98,24 +99,24 @@ def test_session_and_refresh(db: str) -> None:
 
 def test_namespaces(db: str) -> None:
     listed = json.loads(run("namespaces", "--db", db, "--json"))
-    assert listed[0]["name"] == "agent"
-    assert listed[0]["unit_count"] == 3
+    assert listed["namespaces"][0]["namespace"] == "agent"
+    assert listed["namespaces"][0]["unit_count"] == 3
     assert "agent" in run("namespaces", "--db", db)
 
 
 def test_export_then_import_elsewhere(db: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     report = json.loads(run("export-partner", str(out), "--db", db, "-n", "agent", "--json"))
-    assert report["units"] == 3
+    assert report["unit_count"] == 3
     second = tmp_path / "second.db"
     imported = json.loads(run("import-partner", str(out), "--db", str(second), "--json"))
-    assert imported["units_created"] == 3
+    assert imported["created_unit_count"] == 3
 
 
 def test_import_twice_reports_no_change(db: str) -> None:
     again = json.loads(run("import-partner", str(EXAMPLE), "--db", db, "-n", "agent", "--json"))
-    assert again["units_unchanged"] == 3
-    assert again["messages_added"] == 0
+    assert again["unchanged_unit_count"] == 3
+    assert again["added_message_count"] == 0
 
 
 def test_not_found_exit_code(db: str) -> None:
@@ -257,9 +258,9 @@ def test_conventions_version_short_help_and_format_choice() -> None:
 def test_ids_may_be_shortened_as_git_allows(db: str) -> None:
     """Unambiguous prefixes name units and slices; an ambiguous one is an error listing both."""
     shown = json.loads(run("show", FIRST_UNIT[:8], "--db", db, "-n", "agent", "--json"))
-    assert shown["id"] == FIRST_UNIT
+    assert shown["unit"]["id"] == FIRST_UNIT
     one = json.loads(run("slice", FIRST_UNIT[:6], FIRST_SLICE, "--db", db, "-n", "agent", "--json"))
-    assert one["id"] == FIRST_SLICE
+    assert (one["unit_id"], one["slice"]["id"]) == (FIRST_UNIT, FIRST_SLICE)
     both = run("slice", FIRST_UNIT[:6], FIRST_SLICE[:9], "--db", db, "-n", "agent", code=4)
     assert "is ambiguous" in both
     out = run("show", "", "--db", db, "-n", "agent", code=3)
@@ -303,7 +304,7 @@ def test_tables_are_readable_at_80_columns(db: str, monkeypatch: pytest.MonkeyPa
         (["--offset", "100000000000000000000"], 4, "offset must be between 0 and"),
         (["--offset", "-1"], 4, "offset must be between 0 and"),
         (["--limit", "0"], 4, "limit must be between 1 and 1000"),
-        (["--since", "yesterday"], 4, "--since 'yesterday' is not an ISO date"),
+        (["--since", "yesterday"], 4, "--since 'yesterday' is neither an ISO date"),
     ],
 )
 def test_bad_paging_is_one_line_and_a_code(db: str, args: list[str], code: int, says: str) -> None:

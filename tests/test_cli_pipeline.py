@@ -25,16 +25,19 @@ def run(*args: str, code: int = 0, stdin: str | None = None) -> str:
 def test_ingest_sample_then_inspect(tmp_path: Path) -> None:
     db = str(tmp_path / "m.db")
     report = json.loads(run("ingest", str(SAMPLE), "--db", db, "--json"))
-    assert report["recorded"] == report["messages"] > 0
-    assert report["units"] == 2  # two conversations, days apart
-    assert report["rollings"]["by_summarizer"] == {"extractive": report["rollings"]["rollings"]}
+    (first,) = report["transcripts"]
+    assert first["recorded_count"] == first["message_count"] > 0
+    assert report["unit_count"] == 2  # two conversations, days apart
+    totals = report["rolling_totals"]
+    assert totals["by_summarizer"] == {"extractive": totals["rolling_count"]}
     again = json.loads(run("ingest", str(SAMPLE), "--db", db, "--json"))
-    assert (again["recorded"], again["skipped"]) == (0, report["messages"])
+    (second,) = again["transcripts"]
+    assert (second["recorded_count"], second["skipped_count"]) == (0, first["message_count"])
     table = run("ingest", str(SAMPLE), "--db", db)
     assert "messages/s" in table
     assert json.loads(run("units", "--db", db, "--json"))["total"] == 2
     stats = json.loads(run("stats", "--db", db, "--json"))
-    assert stats["messages"] == report["messages"]
+    assert stats["rolling_totals"]["message_count"] == first["message_count"]
     assert "summaries by extractive" in run("stats", "--db", db)
 
 
@@ -43,7 +46,7 @@ def test_context_prints_dialog_history(tmp_path: Path) -> None:
     run("ingest", str(SAMPLE), "--db", db)
     xml = run("context", "--db", db)
     assert xml.startswith('<dialog_history source="dialog_rolling" urgency="NORMAL">')
-    blocks = json.loads(run("context", "--db", db, "--domain", "memory", "--json"))
+    blocks = json.loads(run("context", "--db", db, "--domain", "memory", "--json"))["blocks"]
     assert blocks[0]["exposure"] == "PRIMARY"
     assert run("context", "--db", db, "--domain", "action") == "\n"
     assert "domains are" in run("context", "--db", db, "--domain", "smell", code=2)
@@ -83,7 +86,7 @@ def test_chat_remembers_turns(
     second = fake_llm.requests[1]["body"]["messages"]
     assert second[-2]["content"] == "[[AGENT]: self]:\n\nHello Mei!"
     window = json.loads(run("export-partner", str(tmp_path / "out"), "--db", db, "--json"))
-    assert window["units"] == 2
+    assert window["unit_count"] == 2
     cognition = json.loads((tmp_path / "out" / "core" / "cognition.json").read_text())
     assert (
         cognition["chat_messages"][-1]["content"]
@@ -94,7 +97,7 @@ def test_chat_remembers_turns(
 def test_ingest_without_flush_keeps_the_window(tmp_path: Path) -> None:
     db = str(tmp_path / "m.db")
     report = json.loads(run("ingest", str(SAMPLE), "--db", db, "--no-flush", "--json"))
-    assert report["units"] == 1  # the first conversation was rolled when the second began
+    assert report["unit_count"] == 1  # the first conversation was rolled when the second began
     run("export-partner", str(tmp_path / "out"), "--db", db)
     cognition = json.loads((tmp_path / "out" / "core" / "cognition.json").read_text())
     assert [m["content"][:8] for m in cognition["chat_messages"]][:1] == ["[USER: 小"]
@@ -115,9 +118,10 @@ def test_llm_fallbacks_are_not_silent(
     assert "2 rolling(s) used the offline summary" in " ".join(out.split())
     assert "InternalServerError" in out
     stats = json.loads(run("stats", "--db", db, "--json"))
-    assert stats["fallbacks"] == 2
-    assert len(stats["recent_fallbacks"]) == 2
-    assert "InternalServerError" in stats["recent_fallbacks"][0]
+    totals = stats["rolling_totals"]
+    assert totals["fallback_count"] == 2
+    assert len(totals["recent_fallback_reasons"]) == 2
+    assert "InternalServerError" in totals["recent_fallback_reasons"][0]
     assert "rollings with an LLM fallback" in run("stats", "--db", db)
     again = run("ingest", str(SAMPLE), "--db", db)  # nothing new rolled: nothing to warn about
     assert "warning:" not in again
@@ -130,7 +134,7 @@ def test_rolling_numbers_come_from_the_environment(
     default = json.loads(run("ingest", str(SAMPLE), "--db", db, "-n", "a", "--json"))
     monkeypatch.setenv("PARTNER_MEMORY_ROLLING_MAX_MESSAGES", "4")
     small = json.loads(run("ingest", str(SAMPLE), "--db", db, "-n", "b", "--json"))
-    assert small["rollings"]["rollings"] > default["rollings"]["rollings"]
+    assert small["rolling_totals"]["rolling_count"] > default["rolling_totals"]["rolling_count"]
     monkeypatch.setenv("PARTNER_MEMORY_ROLLING_MAX_MESSAGES", "0")
     out = run("ingest", str(SAMPLE), "--db", db, "-n", "c", code=6)
     assert "max_messages" in out
@@ -148,7 +152,7 @@ def test_chat_keeps_the_line_when_the_llm_fails(
     assert "your message was kept" in out
     assert "Back again." in out
     window = json.loads(run("export-partner", str(tmp_path / "out"), "--db", db, "--json"))
-    assert window["messages"] == 0  # nothing rolled yet: all four messages are in the window
+    assert window["message_count"] == 0  # nothing rolled yet: all four messages are in the window
     cognition = json.loads((tmp_path / "out" / "core" / "cognition.json").read_text())
     contents = [m["content"] for m in cognition["chat_messages"]]
     assert contents[0] == "[USER]:\n\nare you there?"
@@ -162,13 +166,13 @@ def test_ingest_reads_several_files_and_stdin(tmp_path: Path) -> None:
         '{"role": "user", "content": "back from Kyoto", "timestamp": "2024-06-01T10:00:00"}\n'
         '{"role": "assistant", "content": "How was it?", "timestamp": "2024-06-01T10:00:05"}\n'
     )
-    reports = json.loads(run("ingest", str(SAMPLE), str(later), "--db", db, "--json"))
-    assert [r["transcript"] for r in reports] == ["conversation.jsonl", "later.jsonl"]
-    assert reports[1]["units"] == 3  # a third conversation, weeks later
+    both = json.loads(run("ingest", str(SAMPLE), str(later), "--db", db, "--json"))
+    assert [r["transcript"] for r in both["transcripts"]] == ["conversation.jsonl", "later.jsonl"]
+    assert both["unit_count"] == 3  # a third conversation, weeks later
     piped = json.loads(
         run("ingest", "-", "--db", db, "-n", "piped", "--json", stdin=later.read_text())
     )
-    assert (piped["transcript"], piped["recorded"]) == ("stdin", 2)
+    assert [(t["transcript"], t["recorded_count"]) for t in piped["transcripts"]] == [("stdin", 2)]
     broken = tmp_path / "broken.jsonl"
     broken.write_text("not json\n")
     out = run("ingest", str(later), str(broken), "--db", db, "-n", "fresh", code=4)

@@ -196,6 +196,6 @@ def test_cli_stats_shows_consumers(store_url: str) -> None:
     assert "collecting" in shown.output
     assert "index is down" in shown.output
     as_json = runner.invoke(app, ["stats", "--db", store_url, "-n", "agent", "--json"])
-    (status,) = json.loads(as_json.output)["consumers"]
+    (status,) = json.loads(as_json.output)["rolling_totals"]["consumers"]
     assert status["name"] == "collecting"
-    assert (status["position"], status["head"], status["failures"]) == (0, 1, 1)
+    assert (status["position"], status["head"], status["failure_count"]) == (0, 1, 1)

@@ -10,9 +10,9 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Literal, get_args
 
 from partner_memory.errors import InvalidInputError
 
@@ -22,12 +22,37 @@ MAX_NAMESPACE_LENGTH = 200
 
 
 class Record:
-    """`to_dict()` for the value objects: plain JSON-ready data, nested objects included."""
+    """`to_dict()` for the value objects: the JSON every interface prints or sends.
+
+    One vocabulary (docs/json.md): a count is `<thing>_count`, a plural key is a
+    list, a namespace is `namespace`, times are epoch milliseconds (`timestamp`,
+    `*_at`) and durations `*_ms`. Where a Python attribute reads better under
+    another name, `json_keys` maps it, so the attribute and the JSON never drift.
+    """
 
     __slots__ = ()
 
+    #: Attribute name -> JSON key, for the attributes the vocabulary names otherwise.
+    json_keys: ClassVar[Mapping[str, str]] = {}
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload, no-any-return]
+        return {
+            self.json_keys.get(f.name, f.name): plain(getattr(self, f.name))
+            for f in fields(self)  # type: ignore[arg-type]
+        }
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON-ready data: records as their documents, floats to the microsecond."""
+    if isinstance(value, Record):
+        return value.to_dict()
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, float):
+        return round(value, 3)
+    return value
 
 
 def new_id() -> str:
@@ -206,6 +231,8 @@ class UnitUpdate(Record):
 
 @dataclass(frozen=True, slots=True)
 class NamespaceInfo(Record):
+    json_keys: ClassVar[Mapping[str, str]] = {"name": "namespace"}
+
     name: str
     memory_session_id: str
     unit_count: int
@@ -238,6 +265,11 @@ class TrajectoryState(Record):
 class RollingCost(Record):
     """What one rolling cost: LLM calls, tokens and times, and why a fallback was used."""
 
+    json_keys: ClassVar[Mapping[str, str]] = {
+        "llm_calls": "llm_call_count",
+        "fallbacks": "fallback_reasons",
+    }
+
     summarizer: str
     llm_calls: int = 0
     prompt_tokens: int = 0
@@ -250,6 +282,14 @@ class RollingCost(Record):
 @dataclass(frozen=True, slots=True)
 class RollingTotals(Record):
     """Sums over every rolling of a namespace, so LLM cost is never hidden."""
+
+    json_keys: ClassVar[Mapping[str, str]] = {
+        "rollings": "rolling_count",
+        "messages": "message_count",
+        "llm_calls": "llm_call_count",
+        "fallbacks": "fallback_count",
+        "recent_fallbacks": "recent_fallback_reasons",
+    }
 
     rollings: int
     messages: int
@@ -270,6 +310,8 @@ class RollingTotals(Record):
 @dataclass(frozen=True, slots=True)
 class ConsumerStatus(Record):
     """One AfterRolling consumer on one namespace: how far it got and how it failed."""
+
+    json_keys: ClassVar[Mapping[str, str]] = {"failures": "failure_count"}
 
     name: str
     #: Durable consumers track their position in the rolling log; others run in memory.

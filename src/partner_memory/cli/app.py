@@ -18,6 +18,7 @@ from partner_memory.cli.errors import reported
 from partner_memory.core import MemoryCore
 from partner_memory.errors import InvalidInputError
 from partner_memory.interop import copy_memory, export_partner_state, import_partner_state
+from partner_memory.model import check_timestamp, plain
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE, StoreSettings
 from partner_memory.store import MemoryStore, open_store
 
@@ -89,14 +90,18 @@ def _core(db: str, namespace: str, *, write: bool = False) -> Iterator[MemoryCor
 
 
 def _epoch_ms(text: str | None, option: str) -> int | None:
+    """A time flag: an ISO date or date-time (UTC unless it says otherwise), or epoch
+    milliseconds as JSON output prints them, so a `timestamp` can be passed back."""
     if text is None:
         return None
+    if text.isascii() and text.isdigit():
+        return check_timestamp(int(text), option)
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise InvalidInputError(
-            f"{option} {text!r} is not an ISO date or date-time"
-            " (e.g. 2024-05-08 or 2024-05-08T13:56)"
+            f"{option} {text!r} is neither an ISO date or date-time"
+            " (e.g. 2024-05-08 or 2024-05-08T13:56) nor epoch milliseconds"
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
@@ -122,7 +127,7 @@ def units(
             until=_epoch_ms(until, "--until"),
         )
         if as_json:
-            render.print_json(page.to_dict())
+            render.print_json({"namespace": namespace} | page.to_dict())
             return
         shown = f"{page.offset + 1}-{page.offset + len(page.units)}" if page.units else "none"
         title = f"units of {namespace!r}: {shown} of {page.total}"
@@ -144,9 +149,9 @@ def show(
         slices = core.list_slices(unit)
         stored = core.read_messages(unit) if messages else []
         if as_json:
-            document = info.to_dict() | {"slices": [s.to_dict() for s in slices]}
+            document = {"namespace": namespace, "unit": info.to_dict(), "slices": plain(slices)}
             if messages:
-                document["conversation_messages"] = [m.to_dict() for m in stored]
+                document["messages"] = plain(stored)
             render.print_json(document)
             return
         render.console.print(render.units_table([info], f"unit in {namespace!r}"))
@@ -172,7 +177,14 @@ def slice_(
         found = core.get_memory_slice(unit, slice_id)
         stored = core.read_slice_messages(unit, slice_id)
         if as_json:
-            render.print_json(found.to_dict() | {"messages": [m.to_dict() for m in stored]})
+            render.print_json(
+                {
+                    "namespace": namespace,
+                    "unit_id": unit,
+                    "slice": found.to_dict(),
+                    "messages": plain(stored),
+                }
+            )
             return
         render.console.print(render.slices_table([found]))
         render.console.print(render.messages_table(stored, found.start_index))
@@ -205,7 +217,7 @@ def namespaces(db: Db = DEFAULT_DATABASE, as_json: Json = False) -> None:
     with reported(), opened_store(db, write=False) as store:
         found = store.list_namespaces()
         if as_json:
-            render.print_json([n.to_dict() for n in found])
+            render.print_json({"namespaces": plain(found)})
         else:
             render.console.print(render.namespaces_table(found))
 

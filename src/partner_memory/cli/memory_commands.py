@@ -78,8 +78,16 @@ def ingest_command(
         with opened_store(db, write=True) as store:
             reports = _ingest_all(store, namespace, parsed, flush=flush, quiet=as_json)
         if as_json:
-            documents = [report.to_dict() for report in reports]
-            render.print_json(documents[0] if len(documents) == 1 else documents)
+            last = reports[-1]
+            render.print_json(
+                {
+                    "namespace": namespace,
+                    "transcripts": [report.to_dict() for report in reports],
+                    "unit_count": last.units,
+                    "slice_count": last.slices,
+                    "rolling_totals": last.totals.to_dict(),
+                }
+            )
             return
         for report in reports:
             render.console.print(_report_table(report, namespace))
@@ -176,20 +184,8 @@ def context(
         memory = PartnerMemory(store, namespace, idle_timer=False, create=False)
         try:
             if as_json:
-                render.print_json(
-                    [
-                        {
-                            "name": b.name,
-                            "source": b.source,
-                            "urgency": b.urgency.value,
-                            "exposure": b.exposure.value,
-                            "score": round(b.score, 3),
-                            "snapshot": b.snapshot,
-                            "history": list(b.history),
-                        }
-                        for b in memory.context(domains)
-                    ]
-                )
+                blocks = [block.to_dict() for block in memory.context(domains)]
+                render.print_json({"namespace": namespace, "blocks": blocks})
             else:
                 print(memory.context_xml(domains))
         finally:
@@ -207,7 +203,13 @@ def stats(
             raise NotFoundError(f"namespace {namespace!r} not found")
         totals = MemoryCore(store, namespace, create=False).rolling_stats()
         if as_json:
-            render.print_json({"namespace": namespace, "units": info.unit_count} | totals.to_dict())
+            render.print_json(
+                {
+                    "namespace": namespace,
+                    "unit_count": info.unit_count,
+                    "rolling_totals": totals.to_dict(),
+                }
+            )
             return
         table = Table(title=f"rollings of {namespace!r}", title_justify="left")
         table.add_column("what")

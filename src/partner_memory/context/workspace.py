@@ -20,6 +20,7 @@ from partner_memory.context.block import (
     Urgency,
 )
 from partner_memory.errors import InvalidInputError
+from partner_memory.model import Record
 
 #: R23 activation multipliers by (exposure, level before activation).
 _GAIN = {
@@ -53,7 +54,7 @@ class TraceEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class ResolvedBlock:
+class ResolvedBlock(Record):
     """A block (or several with one source key, merged) as a resolve exposes it."""
 
     name: str

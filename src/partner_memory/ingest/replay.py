@@ -56,17 +56,15 @@ class IngestReport:
         return self.recorded / self.seconds if self.seconds else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """This transcript's part; the namespace's totals are the command's (docs/json.md)."""
         return {
             "transcript": self.transcript,
             "format": self.format,
-            "messages": self.messages,
-            "skipped": self.skipped,
-            "recorded": self.recorded,
-            "units": self.units,
-            "slices": self.slices,
-            "seconds": round(self.seconds, 3),
+            "message_count": self.messages,
+            "recorded_count": self.recorded,
+            "skipped_count": self.skipped,
+            "elapsed_ms": round(self.seconds * 1000, 3),
             "messages_per_second": round(self.messages_per_second, 1),
-            "rollings": self.totals.to_dict(),
         }
 
 

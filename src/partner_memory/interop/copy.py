@@ -8,19 +8,37 @@ the same transcript skips everything, rolling resumes where it stopped).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.model import Record
 from partner_memory.store.base import MemoryStore
 
 
+@dataclass(frozen=True, slots=True)
+class CopiedNamespace(Record):
+    json_keys: ClassVar[Mapping[str, str]] = {
+        "name": "namespace",
+        "units": "unit_count",
+        "messages": "message_count",
+        "rollings": "rolling_count",
+    }
+
+    name: str
+    units: int
+    messages: int
+    rollings: int
+
+
 @dataclass(slots=True)
 class CopyReport(Record):
+    json_keys: ClassVar[Mapping[str, str]] = CopiedNamespace.json_keys
+
     source: str
     destination: str
-    namespaces: list[str] = field(default_factory=list)
+    namespaces: list[CopiedNamespace] = field(default_factory=list)
     units: int = 0
     messages: int = 0
     rollings: int = 0
@@ -44,8 +62,9 @@ def copy_memory(
     for name in names:
         dump = source.export_namespace(name)
         destination.import_namespace(dump)
-        report.namespaces.append(name)
-        report.units += len(dump.units)
-        report.messages += len(dump.messages)
-        report.rollings += len(dump.rollings)
+        copied = CopiedNamespace(name, len(dump.units), len(dump.messages), len(dump.rollings))
+        report.namespaces.append(copied)
+        report.units += copied.units
+        report.messages += copied.messages
+        report.rollings += copied.rollings
     return report

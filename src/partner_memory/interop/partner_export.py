@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from partner_memory.core import MemoryCore
 from partner_memory.errors import InvalidInputError
@@ -27,6 +28,12 @@ from partner_memory.model import MemoryUnit, Record
 
 @dataclass(frozen=True, slots=True)
 class ExportReport(Record):
+    json_keys: ClassVar[Mapping[str, str]] = {
+        "units": "unit_count",
+        "messages": "message_count",
+        "slices": "slice_count",
+    }
+
     namespace: str
     out_dir: str
     units: int

@@ -8,8 +8,10 @@ nothing. A stored unit that disagrees with the file is a conflict.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
 from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import ConflictError
@@ -25,6 +27,15 @@ from partner_memory.store.base import MemoryStore, UnitWrite
 
 @dataclass(slots=True)
 class ImportReport(Record):
+    json_keys: ClassVar[Mapping[str, str]] = {
+        "units_created": "created_unit_count",
+        "units_extended": "extended_unit_count",
+        "units_unchanged": "unchanged_unit_count",
+        "messages_added": "added_message_count",
+        "slices_added": "added_slice_count",
+        "trajectory_replaced": "replaced_window_message_count",
+    }
+
     namespace: str
     memory_session_id: str
     units_created: int = 0

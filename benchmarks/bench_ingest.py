@@ -3,7 +3,11 @@
 1. Ingest every conversation of shared/data/locomo-dev with the offline
    summariser: messages per second end to end, and per rolling the
    pipeline's own time (increment, store, context, trajectory) apart from
-   compressing and summarising.
+   compressing and summarising. Then one session of 60,000 messages (LoCoMo's
+   turns over and over, 30 s apart, so one unit grows to 60,000 messages):
+   ingest speed must not depend on the unit's size. Beside them, the same
+   messages appended to OpenAI Agents' `SQLiteSession` one conversation per
+   call, which stores them and does nothing else.
 2. Live recording: `record_turn` in a loop while rollings run in the
    background with a summariser that takes 200 ms (standing in for an LLM):
    median and p99 of a turn, and of the turns recorded while a rolling was in
@@ -11,7 +15,8 @@
    (OpenAI Agents `SQLiteSession`, LangChain `SQLChatMessageHistory`), which
    do no rolling at all.
 
-Usage: python benchmarks/bench_ingest.py [--data DIR] [--turns 2000] [--pg URL] [--no-pg]
+Usage: python benchmarks/bench_ingest.py [--data DIR] [--turns 2000] [--long 60000]
+                                        [--pg URL] [--no-pg]
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from partner_memory.ingest import ReplayClock, ingest, read_transcript
+from partner_memory.ingest import ReplayClock, Transcript, ingest, read_transcript
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message
 from partner_memory.rolling import ExtractiveSummarizer, UsageMeter
@@ -51,28 +56,84 @@ def pg_schema_url(server: str) -> str:
     return f"{server}{'&' if '?' in server else '?'}options={quote(f'-csearch_path={schema}')}"
 
 
-def replay_all(database: str, files: list[Path]) -> dict[str, Any]:
+def replay_all(database: str, transcripts: list[Transcript]) -> dict[str, Any]:
+    """Each transcript into its own namespace, as `partner-memory ingest` does it."""
     store = open_store(database)
-    messages = rollings = 0
+    messages = rollings = units = 0
     pipeline_ms: list[float] = []
+    marks: list[tuple[int, float]] = []  # (messages recorded so far, when)
+
+    def progress(count: int) -> None:
+        done = marks[-1][0] + count if marks else count
+        marks.append((done, time.perf_counter()))
+
     started = time.perf_counter()
-    for path in files:
-        transcript = read_transcript(path)
+    for transcript in transcripts:
         clock = ReplayClock()
-        with PartnerMemory(store, path.stem, clock=clock, idle_timer=False) as memory:
-            report = ingest(memory, transcript, clock)
+        with PartnerMemory(store, transcript.name, clock=clock, idle_timer=False) as memory:
+            report = ingest(memory, transcript, clock, progress=progress)
         messages += report.recorded
+        units += report.units
         rollings += report.totals.rollings
         pipeline_ms.append(report.totals.pipeline_ms / max(report.totals.rollings, 1))
     seconds = time.perf_counter() - started
     store.close()
     return {
         "messages": messages,
+        "units": units,
         "rollings": rollings,
         "seconds": seconds,
         "per_second": messages / seconds,
         "pipeline_ms_per_rolling": statistics.mean(pipeline_ms),
+        "first_tenth": _rate(marks, 0.0, 0.1),
+        "last_tenth": _rate(marks, 0.9, 1.0),
     }
+
+
+def _rate(marks: list[tuple[int, float]], begin: float, end: float) -> float:
+    """Messages per second over a share of the replay (by messages recorded)."""
+    total = marks[-1][0]
+    inside = [(n, t) for n, t in marks if begin * total <= n <= end * total]
+    if len(inside) < 2 or inside[-1][1] == inside[0][1]:
+        return float("nan")
+    return (inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1])
+
+
+def long_session(conversations: list[Transcript], count: int) -> Transcript:
+    """`count` messages of one conversation: LoCoMo's turns in a loop, 30 s apart."""
+    turns = [m for t in conversations for m in t.messages]
+    start = 1_700_000_000_000
+    messages = [
+        Message(
+            role=turns[i % len(turns)].role,
+            content=turns[i % len(turns)].content,
+            timestamp=start + i * 30_000,
+            metadata=turns[i % len(turns)].metadata,
+        )
+        for i in range(count)
+    ]
+    return Transcript("long-session", "jsonl", messages, [f"message {i}" for i in range(count)])
+
+
+def openai_bulk(directory: str, transcripts: list[Transcript]) -> dict[str, Any] | None:
+    """The same messages into OpenAI Agents' SQLiteSession, one `add_items` per transcript."""
+    try:
+        from agents import SQLiteSession
+    except ImportError as exc:
+        print(f"(peer skipped: {exc})")
+        return None
+    loop = asyncio.new_event_loop()
+    messages = 0
+    started = time.perf_counter()
+    for transcript in transcripts:
+        session = SQLiteSession(transcript.name, str(Path(directory) / "openai-bulk.db"))
+        items = [{"role": m.role, "content": m.content} for m in transcript.messages]
+        loop.run_until_complete(session.add_items(items))  # type: ignore[arg-type]
+        messages += len(items)
+        session.close()
+    seconds = time.perf_counter() - started
+    loop.close()
+    return {"messages": messages, "seconds": seconds, "per_second": messages / seconds}
 
 
 class SlowSummarizer(ExtractiveSummarizer):
@@ -156,10 +217,18 @@ def langchain_history(url: str) -> Callable[[int], None]:
     return op
 
 
+def _fresh(database: str, tmp: str) -> str:
+    """Another empty database of the same backend, so workloads do not share tables."""
+    if database.startswith("postgresql://"):
+        return pg_schema_url(database.split("?", maxsplit=1)[0])
+    return str(Path(tmp) / f"{uuid.uuid4().hex[:8]}.db")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--long", type=int, default=60_000, help="messages of the long session")
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--no-pg", action="store_true")
     args = parser.parse_args()
@@ -173,15 +242,41 @@ def main() -> None:
         if not args.no_pg:
             backends["PostgreSQL"] = pg_schema_url(args.pg)
 
-        print(f"\n### Replay of {len(files)} LoCoMo conversations, offline summariser\n")
-        print("| backend | messages | rollings | seconds | messages/s | pipeline ms per rolling |")
-        print("| --- | --- | --- | --- | --- | --- |")
+        conversations = [read_transcript(path) for path in files]
+        workloads = {
+            f"{len(files)} LoCoMo conversations": conversations,
+            f"one session of {args.long:,} messages": [long_session(conversations, args.long)],
+        }
+        print("\n### Replay (`ingest`), offline summariser\n")
+        print(
+            "| backend | workload | messages | units | rollings | seconds | messages/s"
+            " | vs LoCoMo | first / last tenth, messages/s | pipeline ms per rolling |"
+        )
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, database in backends.items():
-            r = replay_all(database, files)
-            print(
-                f"| {name} | {r['messages']:,} | {r['rollings']} | {r['seconds']:.2f}"
-                f" | {r['per_second']:,.0f} | {r['pipeline_ms_per_rolling']:.2f} |"
-            )
+            base = None
+            for number, (workload, transcripts) in enumerate(workloads.items()):
+                r = replay_all(database if number == 0 else _fresh(database, tmp), transcripts)
+                base = base or r["per_second"]
+                tenths = (
+                    f"{r['first_tenth']:,.0f} / {r['last_tenth']:,.0f}"
+                    if len(transcripts) == 1  # one unit growing: does its size slow it?
+                    else "-"
+                )
+                print(
+                    f"| {name} | {workload} | {r['messages']:,} | {r['units']:,}"
+                    f" | {r['rollings']:,} | {r['seconds']:.2f} | {r['per_second']:,.0f}"
+                    f" | {r['per_second'] / base:.2f}x | {tenths}"
+                    f" | {r['pipeline_ms_per_rolling']:.3f} |"
+                )
+        for workload, transcripts in workloads.items():
+            bulk = openai_bulk(tmp, transcripts)
+            if bulk:
+                print(
+                    f"| SQLite | OpenAI Agents SQLiteSession.add_items, {workload} (stores only)"
+                    f" | {bulk['messages']:,} | - | - | {bulk['seconds']:.2f}"
+                    f" | {bulk['per_second']:,.0f} | - | - | - |"
+                )
 
         print(
             f"\n### Recording a turn ({args.turns:,} turns, rollings with a 200 ms summariser"

@@ -167,7 +167,10 @@ def _stored_units(store_url: str, namespace: str) -> tuple[list[str], list[str],
 @pytest.mark.slow
 def test_sigkill_during_ingest_then_rerun(store_url: str, tmp_path: Path) -> None:
     """Ingest killed at random points and run again: nothing lost or doubled, same units."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    # small replay groups, so that kills land between groups and not only before the first
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT / "src"), PARTNER_MEMORY_ROLLING_REPLAY_GROUP_MESSAGES="40"
+    )
     conv = LOCOMO / "conv-43.json"
     expected = sorted(m.metadata["dia_id"] for m in read_transcript(conv).messages)
     rng = random.Random(26)
@@ -178,7 +181,7 @@ def test_sigkill_during_ingest_then_rerun(store_url: str, tmp_path: Path) -> Non
     startup = time.monotonic() - started
     started = time.monotonic()
     subprocess.run(
-        _ingest_cmd(str(tmp_path / "probe.db"), conv),
+        _ingest_cmd(store_url, conv, "probe"),  # the backend's own start-up counts too
         env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -211,7 +214,7 @@ def test_sigkill_during_ingest_then_rerun(store_url: str, tmp_path: Path) -> Non
             text=True,
             check=True,
         )
-        assert json.loads(done.stdout)["messages"] == len(expected)
+        assert json.loads(done.stdout)["transcripts"][0]["message_count"] == len(expected)
         flat, window, sessions = _stored_units(store_url, namespace)
         assert window == []
         assert sorted(flat) == expected  # nothing lost, nothing twice
@@ -393,3 +396,102 @@ def test_resume_with_two_conversations_in_the_window_splits_them(
             for u in memory.core.unit_ids()
         ]
     assert units == [{"c0"}, {"c1"}]
+
+
+def _memory_shape(store: MemoryStore, namespace: str) -> list[object]:
+    """Everything a replay decides, without the ids and times it makes up itself."""
+    shape: list[object] = []
+    for info in reversed(store.list_units(namespace, limit=1000)):
+        ids = [m.id for m in store.read_messages(namespace, info.id, 0, info.message_count)]
+        slices = store.read_slices(namespace, info.id)
+        shape.append((ids, [(s.start_index, s.end_index, s.summary, s.timestamp) for s in slices]))
+    log = store.read_log(namespace, 0, limit=1000)
+    shape.append([(e.seq, e.idle, e.rolling_size, e.retain_divisor) for e in log])
+    shape.append([m.id for m in store.load_trajectory(namespace).messages])
+    return shape
+
+
+def test_grouped_replay_writes_what_live_recording_writes(store: MemoryStore) -> None:
+    """A replay plans rollings in memory and writes them in groups; live recording of the
+    same messages one interaction at a time, rolling in the background, stores the same."""
+    hour = 3_600_000
+    rng = random.Random(7)
+    start, messages = 1_700_000_000_000, []
+    for conversation in range(6):
+        at = start + conversation * 5 * hour
+        for i in range(rng.choice([1, 2, 30, 71, 72, 73, 150])):
+            at += rng.choice([1000, 60_000, 20 * 60_000])
+            messages.append(
+                {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"c{conversation} {i}",
+                    "timestamp": at,
+                }
+            )
+    from partner_memory.ingest.transcripts import parse_transcript
+
+    transcript = parse_transcript(
+        "".join(json.dumps(m) + "\n" for m in messages), "mixed.jsonl", "jsonl"
+    )
+    clock = ReplayClock()
+    with PartnerMemory(store, "replayed", clock=clock, idle_timer=False) as memory:
+        ingest(memory, transcript, clock, flush=False)
+    live_clock = ReplayClock()
+    with PartnerMemory(store, "live", clock=live_clock, idle_timer=False) as memory:
+        for message in transcript.messages:
+            assert message.timestamp is not None
+            live_clock.set(message.timestamp)
+            memory.check_idle()  # the scheduler's check, as the quiet ends
+            memory.wait()
+            memory.record_messages([message], interaction=message.timestamp)
+            memory.wait()
+    replayed, live = _memory_shape(store, "replayed"), _memory_shape(store, "live")
+    assert replayed == live
+    *units, log, window = replayed
+    assert len(units) >= 3
+    assert {idle for _, idle, _, _ in log} == {True, False}  # both triggers took part
+    assert window  # and what is left unrolled is the same
+
+
+def test_replay_beside_a_live_agent_loses_and_doubles_nothing(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """A replay's groups hold the lease only while they write; an agent recording turns in
+    the same namespace meanwhile keeps every turn, and no message is stored twice."""
+    import threading
+
+    path = tmp_path / "long.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"replayed {i}",
+                    "timestamp": 1_700_000_000_000 + i * 1000,
+                }
+            )
+            + "\n"
+            for i in range(3000)
+        )
+    )
+    transcript = read_transcript(path)
+    turns: list[str] = []
+
+    def agent() -> None:
+        with PartnerMemory(store, "shared", idle_timer=False) as memory:
+            for i in range(150):
+                turn = memory.record_turn(f"live {i}", f"reply {i}")
+                turns.extend([turn.user.id, turn.assistant.id])
+
+    clock = ReplayClock()
+    with PartnerMemory(store, "shared", clock=clock, idle_timer=False) as memory:
+        live = threading.Thread(target=agent)
+        live.start()
+        ingest(memory, transcript, clock, flush=False)
+        live.join()
+        memory.wait()
+        stored = [m.id for u in memory.core.unit_ids() for m in memory.core.read_messages(u)]
+        window = [m.id for m in memory.trajectory.snapshot()]
+    assert len(stored) == len(set(stored))  # nothing twice (the window keeps a rolled tail)
+    assert len(window) == len(set(window))
+    assert set(stored) | set(window) == {m.id for m in transcript.messages} | set(turns)

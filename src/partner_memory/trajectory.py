@@ -14,7 +14,13 @@ from typing import Any
 
 from partner_memory import markers
 from partner_memory.clock import Clock
-from partner_memory.model import Message, check_messages, check_text, check_timestamp
+from partner_memory.model import (
+    Message,
+    WindowActivity,
+    check_messages,
+    check_text,
+    check_timestamp,
+)
 from partner_memory.store.base import MemoryStore
 
 
@@ -93,7 +99,7 @@ class Trajectory:
             self._namespace,
             [user, assistant],
             last_interaction=now,
-            structured=_structured([user, assistant]),
+            structured=structured_ids([user, assistant]),
             drop_structured=True,
             fresh_ids=True,
         )
@@ -108,7 +114,7 @@ class Trajectory:
         if interaction is not None:
             check_timestamp(interaction, "interaction")
         return self._store.append_trajectory(
-            self._namespace, batch, last_interaction=interaction, structured=_structured(batch)
+            self._namespace, batch, last_interaction=interaction, structured=structured_ids(batch)
         )
 
     def roll_with_snapshot(self, snapshot: Sequence[Message], retain_divisor: int | None) -> int:
@@ -128,5 +134,14 @@ def dropped_ids(snapshot: Sequence[Message], retain_divisor: int | None) -> list
     return [m.id for m in snapshot[: len(snapshot) - keep]]
 
 
-def _structured(messages: Sequence[Message]) -> set[str]:
+def structured_ids(messages: Sequence[Message]) -> set[str]:
+    """R10: the ids of structured prompts, which the next turn's recording drops."""
     return {m.id for m in messages if markers.is_structured_prompt(m)}
+
+
+def idle_due(window: WindowActivity, now: int, idle_after_ms: int) -> bool:
+    """R14: more than the idle time since the last interaction, not yet rolled for it."""
+    last = window.last_interaction
+    if last is None or last == window.idle_rolled_for or window.length <= 1:
+        return False
+    return now - last > idle_after_ms

@@ -20,7 +20,6 @@ from partner_memory.errors import InvalidInputError
 from partner_memory.ingest.transcripts import Transcript
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message, RollingTotals, TrajectoryState
-from partner_memory.trajectory import kept_count
 
 
 class ReplayClock:
@@ -127,57 +126,40 @@ def ingest(
     """Record every message of `transcript` in order; `flush` rolls what is left at the end."""
     started = time.perf_counter()
     done, held = _already_recorded(memory, transcript)
-    held = _close_quiet_gaps(memory, held)
-    window, last_interaction = len(held.messages), held.last_interaction
+    _close_quiet_gaps(memory, held)
     pending = [m for m in transcript.messages if m.id not in done]
     if progress and len(pending) < len(transcript.messages):
         progress(len(transcript.messages) - len(pending))
     settings = memory.settings
     idle_after, limit = settings.idle_after_ms, settings.max_messages
     batch: list[Message] = []
+    with memory.rolling.replay_group() as group:
 
-    def record() -> None:
-        # `window` is what the window holds once the rollings triggered so far have
-        # trimmed it (R12), so where rollings fall does not depend on how fast the
-        # summariser is: a batch that reaches the threshold first waits for the
-        # rolling in flight, so its trigger is never refused.
-        nonlocal window, last_interaction
-        if window + len(batch) >= limit:
-            memory.rolling.wait()
-        last_interaction = clock()
-        length = memory.record_messages(batch, interaction=last_interaction)
-        window = kept_count(length, settings.retain_divisor) if length >= limit else length
-        if progress:
-            progress(len(batch))
-        batch.clear()
+        def record() -> None:
+            group.record(batch, interaction=clock())
+            if progress:
+                progress(len(batch))
+            batch.clear()
 
-    for message in pending:
-        # Messages are recorded in batches that end exactly where a trigger could
-        # fire (the count threshold, or a gap long enough to be idle), so the
-        # result is what recording them one by one gives, at a fraction of the cost.
-        if message.timestamp is not None:
-            if batch and message.timestamp - clock() > idle_after:
+        for message in pending:
+            # Messages are recorded in batches that end exactly where a trigger could
+            # fire (the count threshold, or a gap long enough to be idle), so the
+            # result is what recording them one by one gives, at a fraction of the cost.
+            if message.timestamp is not None:
+                if batch and message.timestamp - clock() > idle_after:
+                    record()
+                clock.set(message.timestamp)
+                if not batch:
+                    group.check_idle(clock())
+            batch.append(message)
+            if group.window_length + len(batch) >= limit:
                 record()
-            clock.set(message.timestamp)
-            quiet = last_interaction is not None and clock() - last_interaction > idle_after
-            if not batch and quiet:
-                # live, the timer would check again in a few seconds; a replay has no
-                # seconds to spare, so a rolling in flight must not swallow the boundary
-                # (the idle check itself judges the shared window under the lease)
-                memory.rolling.wait()
-                if memory.check_idle() is not None:
-                    window = 0  # an idle rolling keeps nothing
-                last_interaction = None
-        batch.append(message)
-        if window + len(batch) >= limit:
+        if batch:
             record()
-    if batch:
-        record()
+        if flush:
+            group.roll(idle=True)
     recorded = len(pending)
     memory.wait()
-    if flush:
-        memory.roll_now(idle=True)
-        memory.wait()
     units = slices = 0
     while True:  # page through every unit: a namespace may hold more than one page
         page = memory.core.list_units(limit=1000, offset=units)

@@ -20,7 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Collection
 from concurrent.futures import Executor, Future
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -28,15 +30,16 @@ from partner_memory.clock import Clock
 from partner_memory.context import ContextBlock, ContextWorkspace, Domain
 from partner_memory.core import MemoryCore
 from partner_memory.errors import InvalidInputError, PartnerMemoryError
-from partner_memory.model import MemorySlice, Message, RollingCost, WindowActivity, new_id
+from partner_memory.model import MemorySlice, Message, RollingCost, new_id
 from partner_memory.rolling.after_rolling import AfterRollingRegistry, RollingResult
 from partner_memory.rolling.compress import MessageCompressor
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.rolling.llm import UsageMeter
+from partner_memory.rolling.replay_group import ReplayGroup
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.rolling.summarize import SummarizerChain
 from partner_memory.store.base import CommittedRolling, RollingCommit
-from partner_memory.trajectory import dropped_ids
+from partner_memory.trajectory import dropped_ids, idle_due
 
 #: Errors kept per namespace for inspection; the log has the rest.
 MAX_ERRORS = 100
@@ -78,14 +81,6 @@ class Moment(NamedTuple):
     idle: bool
 
 
-def idle_due(window: WindowActivity, now: int, idle_after_ms: int) -> bool:
-    """R14: more than the idle time since the last interaction, not yet rolled for it."""
-    last = window.last_interaction
-    if last is None or last == window.idle_rolled_for or window.length <= 1:
-        return False
-    return now - last > idle_after_ms
-
-
 class DialogRolling:
     """The rolling engine of one namespace, running on its service's executor."""
 
@@ -117,6 +112,10 @@ class DialogRolling:
         self._seen = 0  # the newest log entry whose block is in the workspace
         self._context_lock = threading.Lock()
         self.errors: list[BaseException] = []
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace
 
     # -- triggers ----------------------------------------------------------------
 
@@ -241,7 +240,9 @@ class DialogRolling:
 
     # -- one rolling ---------------------------------------------------------------
 
-    def _increment(self, snapshot: tuple[Message, ...]) -> list[Message]:
+    def _increment(
+        self, snapshot: tuple[Message, ...], stored: Collection[str] | None
+    ) -> list[Message]:
         """R16 by message id: the snapshot's messages not yet stored in any unit.
 
         Where the current unit's tail overlaps the snapshot this is exactly the
@@ -249,42 +250,52 @@ class DialogRolling:
         its accidents: equal texts never match, and messages a refreshed
         session left in the window are not stored twice.
         """
-        stored = self._store.stored_message_ids(self._namespace, [m.id for m in snapshot])
+        if stored is None:
+            stored = self._store.stored_message_ids(self._namespace, [m.id for m in snapshot])
         return [m for m in snapshot if m.id not in stored]
 
     def _roll(self, moment: Moment) -> RollingResult | None:
         """One rolling under the lease; the lease is always committed or given back."""
         try:
-            return self._roll_leased(moment)
+            commit = self.plan(moment)
+            if commit is None:
+                return None
+            committed = self._store.commit_rolling(self._namespace, commit)
+            self._leases.committed(self._namespace)
+            return self.finish(commit, committed)
         finally:
             self._leases.release(self._namespace)
 
-    def _commit(self, commit: RollingCommit) -> CommittedRolling:
-        committed = self._store.commit_rolling(self._namespace, commit)
-        self._leases.committed(self._namespace)
-        update = committed.update
-        with self._context_lock:
-            # next in the log after what the workspace holds: no need to read it back;
-            # otherwise context() brings in everything in order when next asked
-            if update is not None and committed.seq == self._seen + 1:
-                self._workspace.register(
-                    dialog_history_block(update.unit.id, update.slice, self.settings)
-                )
-                self._seen = committed.seq
-        return committed
+    def moment(
+        self, snapshot: tuple[Message, ...], last_interaction: int | None, *, idle: bool
+    ) -> Moment:
+        """What a rolling of `snapshot` covers, now."""
+        return Moment(
+            snapshot, last_interaction, self._dated(self._clock(), last_interaction, idle), idle
+        )
 
-    def _roll_leased(self, moment: Moment) -> RollingResult | None:
+    def plan(self, moment: Moment, stored: Collection[str] | None = None) -> RollingCommit | None:
+        """Everything one rolling will write (None: nothing), its summary made.
+
+        `stored` are the snapshot's ids already in a unit, when the caller knows
+        them (a replay planning several rollings before writing any); else the
+        store is asked.
+        """
         snapshot, idle = moment.snapshot, moment.idle
         began = time.perf_counter()
         if len(snapshot) <= 1:
-            if idle and moment.last_interaction is not None:
-                self._store.mark_idle_checked(self._namespace, moment.last_interaction)
+            if idle and moment.last_interaction is not None:  # the quiet is noted, nothing rolled
+                return replace(
+                    self._commit_for(moment, [], "", RollingCost("none"), None),
+                    drop=(),
+                    new_session_id=None,
+                )
             return None
         divisor = None if idle else self.settings.retain_divisor
-        increment = self._increment(snapshot)
+        increment = self._increment(snapshot, stored)
         if not increment:
             if idle:  # R16: nothing new, but the quiet still ends the session
-                self._commit(self._commit_for(moment, [], "", RollingCost("none"), None))
+                return self._commit_for(moment, [], "", RollingCost("none"), None)
             return None
         own_ms = (time.perf_counter() - began) * 1000
         meter = UsageMeter(budget_s=self.settings.llm_budget_s)
@@ -299,21 +310,36 @@ class DialogRolling:
             pipeline_ms=own_ms,
             fallbacks=tuple(meter.fallbacks),
         )
-        update = self._commit(
-            self._commit_for(moment, increment, summary.text, cost, divisor)
-        ).update
-        assert update is not None
+        return self._commit_for(moment, increment, summary.text, cost, divisor)
+
+    def finish(self, commit: RollingCommit, committed: CommittedRolling) -> RollingResult | None:
+        """After the commit: the `dialog_history` block into context, then AfterRolling."""
+        update = committed.update
+        if update is None:
+            return None
+        with self._context_lock:
+            # next in the log after what the workspace holds: no need to read it back;
+            # otherwise context() brings in everything in order when next asked
+            if committed.seq == self._seen + 1:
+                self._workspace.register(
+                    dialog_history_block(update.unit.id, update.slice, self.settings)
+                )
+                self._seen = committed.seq
         result = RollingResult(
             memory_unit=update.unit,
             memory_slice=update.slice,
-            increment_messages=tuple(increment),
-            summary=summary.text,
-            rolling_size=len(snapshot),
-            retain_divisor=divisor,
-            idle=idle,
+            increment_messages=tuple(commit.messages),
+            summary=commit.summary,
+            rolling_size=commit.rolling_size,
+            retain_divisor=commit.retain_divisor,
+            idle=commit.idle,
         )
         self._after_rolling.trigger(result)
         return result
+
+    def replay_group(self) -> ReplayGroup:
+        """A replay's recordings and rollings, planned in memory and written in groups."""
+        return ReplayGroup(self, self._store, self._leases, self._running)
 
     def _commit_for(
         self,

@@ -38,6 +38,11 @@ class RollingSettings:
     #: R15 across processes: a rolling's lease lasts this long (s) unless renewed,
     #: so a killed process blocks the namespace's rolling for at most this long.
     lease_ttl_s: float = 60.0
+    #: A replay (ingest) writes its recordings and rollings in one transaction per
+    #: this many messages, or per this many seconds of work, whichever comes first:
+    #: fewer transactions are faster, and a crash loses at most one group's work.
+    replay_group_messages: int = 5000
+    replay_group_s: float = 1.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -57,6 +62,8 @@ class RollingSettings:
             raise ConfigurationError("rolling setting max_messages must be at least 2")
         if self.lease_ttl_s < 0.5:
             raise ConfigurationError("rolling setting lease_ttl_s must be at least 0.5 s")
+        if self.replay_group_messages < 1:
+            raise ConfigurationError("rolling setting replay_group_messages must be at least 1")
         if self.compress_limit < 40:
             raise ConfigurationError("rolling setting compress_limit must be at least 40")
 

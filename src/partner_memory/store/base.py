@@ -72,6 +72,18 @@ class RollingCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplayStep:
+    """One step of a replay, as live recording would have done it: messages recorded in
+    one interaction (stamped with its time), then the rolling they triggered, if any."""
+
+    messages: Sequence[Message]
+    interaction: int | None
+    #: Ids among `messages` that are structured prompts (R10).
+    structured: frozenset[str] = frozenset()
+    rolling: RollingCommit | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NamespaceDump:
     """Every row of one namespace, without the store's own keys: what `copy` carries."""
 
@@ -289,6 +301,19 @@ class LogStore(Protocol):
 
         Raises ConflictError if the lease is not the committer's, or a message
         of the increment is already stored.
+        """
+        ...
+
+    def commit_replay(
+        self, namespace: str, holder: str, steps: Sequence[ReplayStep]
+    ) -> list[CommittedRolling]:
+        """Write many recordings and rollings in one transaction, as if one by one.
+
+        A replay plans its rollings under the lease (`holder`) and writes them
+        together: the window ends as it would have, every rolling is logged in
+        order, and the lease is released. A crash leaves all of it or none, so
+        a re-run resumes as after any rolling. Returns one result per rolling step.
+        Raises ConflictError as `commit_rolling` does.
         """
         ...
 

@@ -66,6 +66,13 @@ class Dialect:
     window_snapshot_lock: str
     #: Query (one `?`: a table name) returning a row when the table exists.
     has_table: str
+    #: Query finding a namespace's stored messages among given ids ({columns} of
+    #: `m`; {ids}: their placeholders; {namespace}: SQL giving the namespace's id).
+    #: It must start from the message-id index whatever the planner knows of the
+    #: tables: their statistics may be missing, or stale by a whole replay.
+    messages_among: str = ""
+    #: True when {ids} is one array parameter, not one `?` per id.
+    ids_as_array: bool = False
     #: True when the driver takes `%s` placeholders instead of `?`.
     format_params: bool = False
 
@@ -82,6 +89,9 @@ SQLITE = Dialect(
     window_lock="",
     window_snapshot_lock="",
     has_table="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+    # CROSS JOIN fixes SQLite's join order: messages by id first, then their unit
+    messages_among="SELECT {columns} FROM messages m CROSS JOIN units u"
+    " WHERE m.message_id IN {ids} AND u.pk = m.unit_pk AND u.namespace_id = {namespace}",
 )
 
 POSTGRESQL = Dialect(
@@ -99,5 +109,12 @@ POSTGRESQL = Dialect(
     window_snapshot_lock="SELECT pg_advisory_xact_lock(1347571789, CAST(? AS INTEGER))",
     has_table="SELECT 1 FROM information_schema.tables"
     " WHERE table_schema = current_schema() AND table_name = ?",
+    # Without statistics PostgreSQL takes `message_id IN (...)` for a large share of
+    # the table and scans all of it; a lookup per id, kept apart by OFFSET 0 (so the
+    # planner cannot flatten it back into a join), can only use the index.
+    messages_among="SELECT {columns} FROM unnest(CAST({ids} AS TEXT[])) AS wanted (id)"
+    " CROSS JOIN LATERAL (SELECT * FROM messages x WHERE x.message_id = wanted.id OFFSET 0) m"
+    " JOIN units u ON u.pk = m.unit_pk WHERE u.namespace_id = {namespace}",
+    ids_as_array=True,
     format_params=True,
 )

@@ -219,22 +219,30 @@ class SqlBase(ABC):
         )
 
     def _stored_ids(self, cur: Cursor, namespace_id: int, message_ids: Sequence[str]) -> set[str]:
-        """Which ids a namespace's units hold; starts from the message-id index.
+        """Which ids a namespace's units hold; the cost follows the ids asked about."""
+        rows = self._messages_among(cur, message_ids, "m.message_id", "?", namespace_id)
+        return {str(r[0]) for r in rows}
 
-        CROSS JOIN fixes SQLite's join order (messages by id first, then their
-        unit), so the cost follows the ids asked about, not the namespace.
-        """
-        found: set[str] = set()
+    def _messages_among(
+        self,
+        cur: Cursor,
+        message_ids: Sequence[str],
+        columns: str,
+        namespace_sql: str,
+        namespace: object,
+    ) -> list[tuple[Any, ...]]:
+        """Rows (`columns` of `m`) of the namespace's stored messages among `message_ids`."""
+        found: list[tuple[Any, ...]] = []
         for start in range(0, len(message_ids), ROWS_PER_INSERT):
-            chunk = message_ids[start : start + ROWS_PER_INSERT]
-            rows = self._run(
-                cur,
-                "SELECT m.message_id FROM messages m CROSS JOIN units u"
-                f" WHERE m.message_id IN ({', '.join(['?'] * len(chunk))})"
-                " AND u.pk = m.unit_pk AND u.namespace_id = ?",
-                (*chunk, namespace_id),
-            ).fetchall()
-            found.update(str(r[0]) for r in rows)
+            chunk = list(message_ids[start : start + ROWS_PER_INSERT])
+            array = self.dialect.ids_as_array
+            query = self.dialect.messages_among.format(
+                columns=columns,
+                ids="?" if array else f"({', '.join(['?'] * len(chunk))})",
+                namespace=namespace_sql,
+            )
+            params = (chunk, namespace) if array else (*chunk, namespace)
+            found += self._run(cur, query, params).fetchall()
         return found
 
     def _append_slice(

@@ -10,7 +10,7 @@ transaction as their own writes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from partner_memory.errors import ConflictError
 from partner_memory.model import (
@@ -21,7 +21,12 @@ from partner_memory.model import (
     UnitInfo,
     UnitUpdate,
 )
-from partner_memory.store.base import CommittedRolling, LogTransaction, RollingCommit
+from partner_memory.store.base import (
+    CommittedRolling,
+    LogTransaction,
+    ReplayStep,
+    RollingCommit,
+)
 from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
     SLICE_COLUMNS,
@@ -50,34 +55,80 @@ class LogSql(WindowSql):
 
     def commit_rolling(self, namespace: str, commit: RollingCommit) -> CommittedRolling:
         with self._transaction(write=True) as cur:
-            namespace_id = self._namespace_id(cur, namespace, lock=True)
-            holder = self._run(
-                cur,
-                "SELECT holder FROM rolling_leases WHERE namespace_id = ?",
-                (namespace_id,),
-            ).fetchone()
-            if holder is None or holder[0] != commit.holder:
-                raise ConflictError(
-                    f"the rolling lease of namespace {namespace!r} was lost (it expired and"
-                    " another process took it); this rolling is abandoned"
-                )
-            update, seq = None, None
-            if commit.messages:
-                template = MemorySlice(
-                    commit.slice_id, 0, 0, commit.summary, commit.timestamp, commit.cost.summarizer
-                )
-                _, update = self._append_slice(cur, namespace, commit.messages, template)
-                seq = self._log(cur, namespace_id, update, commit)
-            self._remove_window(cur, namespace_id, commit.drop)
-            if commit.new_session_id is not None:
-                self._run(
-                    cur,
-                    "UPDATE namespaces SET memory_session_id = ? WHERE id = ?",
-                    (commit.new_session_id, namespace_id),
-                )
-            if commit.idle and commit.last_interaction is not None:
-                self._mark_idle(cur, namespace_id, commit.last_interaction)
+            namespace_id = self._leased(cur, namespace, commit.holder)
+            committed = self._apply_rolling(cur, namespace, namespace_id, commit, commit.drop)
             self._release(cur, namespace_id, commit.holder)
+        return committed
+
+    def commit_replay(
+        self, namespace: str, holder: str, steps: Sequence[ReplayStep]
+    ) -> list[CommittedRolling]:
+        # Only the net effect reaches the window: a message the group records and
+        # rolls away again is never written to it, so a long replay leaves no trail
+        # of deleted window rows (which PostgreSQL keeps until a vacuum).
+        recorded = {m.id for step in steps for m in step.messages}
+        dropped = {i for step in steps if step.rolling for i in step.rolling.drop}
+        committed: list[CommittedRolling] = []
+        with self._transaction(write=True) as cur:
+            namespace_id = self._leased(cur, namespace, holder)
+            if self.dialect.window_lock:
+                self._run(cur, self.dialect.window_lock, (namespace,))
+            for step in steps:
+                if step.rolling is None:
+                    continue
+                if step.rolling.holder != holder:
+                    raise ConflictError("a replay commits rollings of its own lease only")
+                older = [i for i in step.rolling.drop if i not in recorded]
+                committed.append(
+                    self._apply_rolling(cur, namespace, namespace_id, step.rolling, older)
+                )
+            for step in steps:
+                kept = [m for m in step.messages if m.id not in dropped]
+                if kept:
+                    self._insert_trajectory(
+                        cur, namespace_id, kept, step.structured, interaction=step.interaction
+                    )
+            self._release(cur, namespace_id, holder)
+        return committed
+
+    def _leased(self, cur: Cursor, namespace: str, holder: str) -> int:
+        """The namespace's id, locked, once its rolling lease is known to be `holder`'s."""
+        namespace_id = self._namespace_id(cur, namespace, lock=True)
+        row = self._run(
+            cur, "SELECT holder FROM rolling_leases WHERE namespace_id = ?", (namespace_id,)
+        ).fetchone()
+        if row is None or row[0] != holder:
+            raise ConflictError(
+                f"the rolling lease of namespace {namespace!r} was lost (it expired and"
+                " another process took it); this rolling is abandoned"
+            )
+        return namespace_id
+
+    def _apply_rolling(
+        self,
+        cur: Cursor,
+        namespace: str,
+        namespace_id: int,
+        commit: RollingCommit,
+        drop: Sequence[str],
+    ) -> CommittedRolling:
+        """The rolling's writes; `drop` are the window rows to delete (R12)."""
+        update, seq = None, None
+        if commit.messages:
+            template = MemorySlice(
+                commit.slice_id, 0, 0, commit.summary, commit.timestamp, commit.cost.summarizer
+            )
+            _, update = self._append_slice(cur, namespace, commit.messages, template)
+            seq = self._log(cur, namespace_id, update, commit)
+        self._remove_window(cur, namespace_id, drop)
+        if commit.new_session_id is not None:
+            self._run(
+                cur,
+                "UPDATE namespaces SET memory_session_id = ? WHERE id = ?",
+                (commit.new_session_id, namespace_id),
+            )
+        if commit.idle and commit.last_interaction is not None:
+            self._mark_idle(cur, namespace_id, commit.last_interaction)
         return CommittedRolling(update=update, seq=seq)
 
     def _log(

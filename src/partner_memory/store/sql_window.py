@@ -154,18 +154,12 @@ class WindowSql(SqlBase):
             if self.dialect.window_lock:
                 self._run(cur, self.dialect.window_lock, (namespace,))
             if not fresh_ids:  # a rolling would skip a stored id: the message would be lost
-                for chunk in chunks([m.id for m in messages]):
-                    row = self._run(
-                        cur,
-                        "SELECT m.message_id FROM messages m CROSS JOIN units u"
-                        f" WHERE m.message_id IN {in_list(len(chunk))}"
-                        f" AND u.pk = m.unit_pk AND u.namespace_id = {_BY_NAME}",
-                        (*chunk, namespace),
-                    ).fetchone()
-                    if row is not None:
-                        raise InvalidInputError(
-                            f"message id {row[0]!r} is already stored in namespace {namespace!r}"
-                        )
+                ids = [m.id for m in messages]
+                stored = self._messages_among(cur, ids, "m.message_id", _BY_NAME, namespace)
+                if stored:
+                    raise InvalidInputError(
+                        f"message id {stored[0][0]!r} is already stored in namespace {namespace!r}"
+                    )
             if drop_structured:
                 self._run(
                     cur,
@@ -221,20 +215,11 @@ class WindowSql(SqlBase):
             )
 
     def find_messages(self, namespace: str, message_ids: Sequence[str]) -> dict[str, Message]:
-        found: dict[str, Message] = {}
         columns = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
-            for chunk in chunks(message_ids):
-                rows = self._run(
-                    cur,
-                    f"SELECT {columns} FROM messages m CROSS JOIN units u"
-                    f" WHERE m.message_id IN {in_list(len(chunk))}"
-                    " AND u.pk = m.unit_pk AND u.namespace_id = ?",
-                    (*chunk, namespace_id),
-                ).fetchall()
-                found.update((str(r[0]), message_from_row(r)) for r in rows)
-        return found
+            rows = self._messages_among(cur, message_ids, columns, "?", namespace_id)
+        return {str(r[0]): message_from_row(r) for r in rows}
 
     def stored_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
         with self._transaction(write=False) as cur:

@@ -235,10 +235,18 @@ def _checked(check: Any, value: Any, label: str) -> None:
 
 
 def read_partner_state(state_dir: str | Path, *, namespace: str, now: int) -> PartnerState:
-    """Parse a whole state directory, or raise InvalidInputError naming what is wrong."""
+    """Parse a whole state directory, or raise InvalidInputError naming what is wrong
+    (the directory, then the file and field in it)."""
     root = Path(state_dir)
     if not root.is_dir():
         raise InvalidInputError(f"state directory {root} does not exist or is not a directory")
+    try:
+        return _read_state(root, namespace=namespace, now=now)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{root}: {exc}") from None
+
+
+def _read_state(root: Path, *, namespace: str, now: int) -> PartnerState:
     core = _load_json(root, CORE_FILE, str(CORE_FILE))
     _expect(core, dict, str(CORE_FILE))
     if core.get("memory_session_id") is None:

@@ -85,7 +85,9 @@ class RollingSettings:
         try:
             return cls(**given)  # type: ignore[arg-type]
         except ConfigurationError as exc:
-            raise ConfigurationError(f"{exc} (from {ENV_PREFIX}*)") from None
+            culprit = next((f for f in given if f"setting {f} " in str(exc)), None)
+            where = f"{ENV_PREFIX}{culprit.upper()}" if culprit else f"{ENV_PREFIX}*"
+            raise ConfigurationError(f"{exc} (from {where})") from None
 
 
 #: Environment variables of rolling settings start with this.

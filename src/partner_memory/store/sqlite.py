@@ -2,8 +2,9 @@
 
 WAL lets readers run while a writer commits; every write takes the write
 lock up front (BEGIN IMMEDIATE) so two writers never deadlock on upgrade.
-Each thread gets its own connection, as sqlite3 connections are not meant
-to be shared mid-transaction. Read-only stores open the file with
+A transaction borrows a connection from a small pool and gives it back, so
+the number of connections (and file descriptors) is bounded however many
+threads and handles come and go. Read-only stores open the file with
 `mode=ro` and never write, so they can read a database in a directory they
 cannot write to.
 """
@@ -30,6 +31,9 @@ from partner_memory.store.sql import SqlStore
 from partner_memory.store.sql_base import Cursor
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+#: Connections one store opens at most: enough for the readers of a busy
+#: process (writers take turns anyway), few enough to stay cheap.
+POOL_SIZE = 8
 
 
 class SQLiteStore(SqlStore):
@@ -56,9 +60,10 @@ class SQLiteStore(SqlStore):
             raise ConfigurationError(f"unknown SQLite synchronous mode {synchronous!r}")
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._guard = threading.Lock()
+        #: Connections not in a transaction, newest last; at most POOL_SIZE exist.
+        self._idle: list[sqlite3.Connection] = []
+        self._open = 0
+        self._guard = threading.Condition()
         # Writers of this process queue here instead of in SQLite's busy handler,
         # whose sleep-and-retry starves a writer that competes with a busy one.
         self._write_lock = threading.Lock()
@@ -77,21 +82,47 @@ class SQLiteStore(SqlStore):
     def path(self) -> Path:
         return self._path
 
-    def _connect(self) -> sqlite3.Connection:
+    def _borrow(self) -> sqlite3.Connection:
+        """An idle connection, a new one while fewer than POOL_SIZE exist, or the next
+        one given back."""
         with self._guard:
-            if self._closed:
-                raise StorageUnavailableError(f"store {self._path} is closed")
-            with self._translated():
-                conn = self._open_connection()
-                try:
-                    if not self.read_only:
-                        conn.execute("PRAGMA journal_mode = WAL")
-                        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-                    conn.execute("PRAGMA foreign_keys = ON")
-                except BaseException:
-                    conn.close()
-                    raise
-            self._connections.append(conn)
+            while True:
+                if self._closed:
+                    raise StorageUnavailableError(f"store {self._path} is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < POOL_SIZE:
+                    self._open += 1
+                    break
+                self._guard.wait()
+        try:
+            return self._connect()
+        except BaseException:
+            with self._guard:
+                self._open -= 1
+                self._guard.notify()
+            raise
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        with self._guard:
+            if not self._closed:
+                self._idle.append(conn)
+                self._guard.notify()
+                return
+            self._open -= 1
+        conn.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        with self._translated():
+            conn = self._open_connection()
+            try:
+                if not self.read_only:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                conn.execute("PRAGMA foreign_keys = ON")
+            except BaseException:
+                conn.close()
+                raise
         return conn
 
     def _open_connection(self) -> sqlite3.Connection:
@@ -117,27 +148,26 @@ class SQLiteStore(SqlStore):
             uri=uri,
         )
 
-    def _connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None or self._closed:
-            conn = self._connect()
-            self._local.conn = conn
-        return conn
-
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Cursor]:
         if write and self.read_only:
             raise ConfigurationError(f"database {self._path} is opened read-only")
-        conn = self._connection()
-        with self._write_lock if write else nullcontext(), self._translated():
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        # a writer borrows only once it is this process's turn to write, so at most
+        # one pooled connection waits on the write lock and readers never queue
+        with self._write_lock if write else nullcontext():
+            conn = self._borrow()
             try:
-                yield conn.cursor()
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                with self._translated():
+                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                    try:
+                        yield conn.cursor()
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                    conn.execute("COMMIT")
+            finally:
+                self._give_back(conn)
 
     def _lock_schema(self, cur: Cursor) -> None:
         """Nothing to do: the migration's BEGIN IMMEDIATE already holds the write lock."""
@@ -167,8 +197,17 @@ class SQLiteStore(SqlStore):
             ) from exc
 
     def close(self) -> None:
+        """Close idle connections now, and those in a transaction when it ends."""
         with self._guard:
             self._closed = True
-            connections, self._connections = self._connections, []
-        for conn in connections:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._guard.notify_all()
+        for conn in idle:
             conn.close()
+
+    @property
+    def open_connections(self) -> int:
+        """Connections this store holds open (idle or in a transaction)."""
+        with self._guard:
+            return self._open

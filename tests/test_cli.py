@@ -342,3 +342,20 @@ def test_db_and_namespace_may_come_before_the_command(db: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["total"] == 3
+
+
+def test_namespaces_page_by_name(store_url: str) -> None:
+    """Thousands of namespaces are listed a page at a time, by name, with a key to go on."""
+    for name in ("c", "a", "b"):
+        run("import-partner", str(EXAMPLE), "--db", store_url, "-n", name)
+    first = json.loads(run("namespaces", "--db", store_url, "--limit", "2", "--json"))
+    assert [n["namespace"] for n in first["namespaces"]] == ["a", "b"]
+    assert (first["total"], first["next_after"]) == (3, "b")
+    assert first["namespaces"][0]["slice_count"] > 0
+    rest = json.loads(run("namespaces", "--db", store_url, "--after", "b", "--json"))
+    assert ([n["namespace"] for n in rest["namespaces"]], rest["next_after"]) == (["c"], None)
+    table = run("namespaces", "--db", store_url, "--limit", "1")
+    assert "--after 'a'" in table
+    assert "limit must be between 1 and 1000" in run(
+        "namespaces", "--db", store_url, "--limit", "0", code=4
+    )

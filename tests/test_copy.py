@@ -51,7 +51,8 @@ def _rich_memory(store: MemoryStore) -> None:
 
 
 def _everything(store: MemoryStore) -> dict[str, object]:
-    return {n.name: store.export_namespace(n.name) for n in store.list_namespaces()}
+    """Every row, and the counts each namespace keeps."""
+    return {n.name: (n, store.export_namespace(n.name)) for n in store.list_namespaces()}
 
 
 def test_sqlite_to_postgres_to_sqlite_keeps_everything(tmp_path: Path, pg_url: str) -> None:

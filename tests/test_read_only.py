@@ -152,7 +152,10 @@ def test_read_only_store_refuses_an_outdated_schema(sqlite_path: Path) -> None:
 
     SQLiteStore(sqlite_path).close()
     conn = sqlite3.connect(sqlite_path)
-    conn.execute("DELETE FROM partner_memory_schema WHERE version = 3")
+    conn.execute(
+        "DELETE FROM partner_memory_schema"
+        " WHERE version = (SELECT MAX(version) FROM partner_memory_schema)"
+    )
     conn.commit()
     conn.close()
     with pytest.raises(ConfigurationError, match="open it once for writing"):

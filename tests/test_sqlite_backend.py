@@ -112,6 +112,10 @@ def test_version_1_database_migrates_without_losing_data(sqlite_path: Path) -> N
         assert found is not None
         assert (found.summary, found.summarizer) == ("old summary", None)
         assert store.load_trajectory("ns").messages == []
+        info = store.get_namespace("ns")  # step 4 counted what was there
+        assert info is not None
+        assert (info.unit_count, info.slice_count) == (1, 1)
+        assert store.recent_slices("ns", 5) == [("u", found)]
     finally:
         store.close()
 

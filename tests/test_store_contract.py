@@ -30,6 +30,29 @@ def test_list_namespaces_sorted_with_unit_counts(store: MemoryStore) -> None:
     assert [(n.name, n.unit_count) for n in listed] == [("a", 1), ("b", 0)]
 
 
+def test_namespaces_page_by_name_and_keep_their_counts(store: MemoryStore) -> None:
+    """Counts are kept as units and slices are written (appends, bulk writes, copies),
+    so listing namespaces never counts a namespace's units."""
+    for name in ("c", "a", "d", "b"):
+        store.ensure_namespace(name, f"s-{name}")
+    store.append("a", messages(2), "x", slice_id="sl1", timestamp=5)
+    store.append("a", messages(2, "n"), "y", slice_id="sl2", timestamp=6)
+    store.set_session("a", "s-a2")
+    store.append("a", messages(1, "o"), "z", slice_id="sl3", timestamp=7)
+    store.write_units(
+        "b",
+        "s-b",
+        [UnitWrite("w", 9, 0, messages(2, "w"), [MemorySlice("ws", 0, 2, "w", 9)])],
+    )
+    first = store.list_namespaces(limit=2)
+    rest = store.list_namespaces(after=first[-1].name, limit=10)
+    assert [n.name for n in first + rest] == ["a", "b", "c", "d"]
+    assert [(n.unit_count, n.slice_count) for n in first] == [(2, 3), (1, 1)]
+    assert store.count_namespaces() == 4
+    assert store.count_units("a") == 2
+    assert [s.id for _, s in store.recent_slices("a", 2)] == ["sl3", "sl2"]
+
+
 def test_append_creates_unit_of_current_session(store: MemoryStore) -> None:
     store.ensure_namespace("ns", "session-1")
     update = store.append("ns", messages(3), "three", slice_id="slice-1", timestamp=100)

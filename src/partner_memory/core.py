@@ -32,6 +32,8 @@ from partner_memory.store.base import MemoryStore
 MAX_PAGE_SIZE = 1000
 #: Far beyond any namespace, and within every backend's 64-bit integers.
 MAX_OFFSET = 2**62
+#: How many namespace names a "not found" error suggests.
+KNOWN_SHOWN = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +64,10 @@ class MemoryCore:
         if create:
             store.ensure_namespace(self._namespace, new_id())
         elif store.get_namespace(self._namespace) is None:
-            known = ", ".join(repr(n.name) for n in store.list_namespaces()) or "none"
+            first = store.list_namespaces(limit=KNOWN_SHOWN + 1)
+            known = ", ".join(repr(n.name) for n in first[:KNOWN_SHOWN]) or "none"
+            if len(first) > KNOWN_SHOWN:
+                known += ", ... (`partner-memory namespaces` lists them all)"
             raise NotFoundError(f"namespace {self._namespace!r} not found (known: {known})")
 
     @property

@@ -236,6 +236,7 @@ class NamespaceInfo(Record):
     name: str
     memory_session_id: str
     unit_count: int
+    slice_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from partner_memory.cli import render
 from partner_memory.cli.errors import reported
-from partner_memory.core import MemoryCore
+from partner_memory.core import MAX_PAGE_SIZE, MemoryCore
 from partner_memory.errors import InvalidInputError
 from partner_memory.interop import copy_memory, export_partner_state, import_partner_state
 from partner_memory.model import check_timestamp, plain
@@ -212,14 +212,32 @@ def session(
 
 
 @app.command()
-def namespaces(db: Db = DEFAULT_DATABASE, as_json: Json = False) -> None:
-    """List namespaces with their session and unit count."""
-    with reported(), opened_store(db, write=False) as store:
-        found = store.list_namespaces()
+def namespaces(
+    db: Db = DEFAULT_DATABASE,
+    limit: Annotated[int, typer.Option(help="Namespaces per page.")] = 100,
+    after: Annotated[
+        str | None, typer.Option(help="Start after this name (the previous page's last).")
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """List namespaces by name, with their session and unit count."""
+    with reported():
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
+        with opened_store(db, write=False) as store:
+            found = store.list_namespaces(limit=limit + 1, after=after)
+            total = store.count_namespaces()
+        page, more = found[:limit], len(found) > limit
+        next_after = page[-1].name if more else None
         if as_json:
-            render.print_json({"namespaces": plain(found)})
-        else:
-            render.console.print(render.namespaces_table(found))
+            document = {"namespaces": plain(page), "total": total, "limit": limit}
+            render.print_json(document | {"next_after": next_after})
+            return
+        render.console.print(render.namespaces_table(page))
+        if next_after is not None:
+            render.console.print(
+                f"{len(page)} of {total:,}; next page: --after {escape(repr(next_after))}"
+            )
 
 
 @app.command("import-partner")

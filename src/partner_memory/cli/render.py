@@ -88,8 +88,11 @@ def namespaces_table(namespaces: Sequence[NamespaceInfo]) -> Table:
     table.add_column("namespace")
     table.add_column("memory session", no_wrap=True)
     table.add_column("units", justify="right")
+    table.add_column("slices", justify="right")
     for n in namespaces:
-        table.add_row(escape(n.name), short(n.memory_session_id), str(n.unit_count))
+        table.add_row(
+            escape(n.name), short(n.memory_session_id), f"{n.unit_count:,}", f"{n.slice_count:,}"
+        )
     return table
 
 

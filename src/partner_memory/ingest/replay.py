@@ -160,13 +160,8 @@ def ingest(
             group.roll(idle=True)
     recorded = len(pending)
     memory.wait()
-    units = slices = 0
-    while True:  # page through every unit: a namespace may hold more than one page
-        page = memory.core.list_units(limit=1000, offset=units)
-        units += len(page.units)
-        slices += sum(u.slice_count for u in page.units)
-        if units >= page.total or not page.units:
-            break
+    info = memory.core.store.get_namespace(memory.namespace)
+    units, slices = (info.unit_count, info.slice_count) if info else (0, 0)
     return IngestReport(
         transcript=transcript.name,
         format=transcript.format,

@@ -141,7 +141,13 @@ class UnitStore(Protocol):
 
     def get_namespace(self, namespace: str) -> NamespaceInfo | None: ...
 
-    def list_namespaces(self) -> list[NamespaceInfo]: ...
+    def list_namespaces(
+        self, *, limit: int | None = None, after: str | None = None
+    ) -> list[NamespaceInfo]:
+        """Namespaces by name; `after` a name, the next `limit` of them (keyset paging)."""
+        ...
+
+    def count_namespaces(self) -> int: ...
 
     def set_session(self, namespace: str, session_id: str) -> None:
         """Make `session_id` the namespace's current memory session."""

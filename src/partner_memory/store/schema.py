@@ -168,4 +168,21 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         )""",
         "CREATE INDEX consumers_by_namespace ON consumers (namespace_id)",
     ),
+    # Step 4: costs that follow what an operation touches, not the namespace's size.
+    # A namespace keeps its unit and slice counts (listing namespaces and paging
+    # units counted every unit), and slices know their namespace, so its newest slices (the
+    # context a memory opens with) are read from an index, not sorted.
+    (
+        "ALTER TABLE namespaces ADD COLUMN unit_count BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE namespaces ADD COLUMN slice_count BIGINT NOT NULL DEFAULT 0",
+        """UPDATE namespaces SET unit_count = (
+            SELECT COUNT(*) FROM units u WHERE u.namespace_id = namespaces.id)""",
+        """UPDATE namespaces SET slice_count = (
+            SELECT COUNT(*) FROM slices s JOIN units u ON u.pk = s.unit_pk
+            WHERE u.namespace_id = namespaces.id)""",
+        "ALTER TABLE slices ADD COLUMN namespace_id BIGINT NOT NULL DEFAULT 0",
+        """UPDATE slices SET namespace_id = (
+            SELECT u.namespace_id FROM units u WHERE u.pk = slices.unit_pk)""",
+        "CREATE INDEX slices_newest ON slices (namespace_id, timestamp DESC, pk DESC)",
+    ),
 )

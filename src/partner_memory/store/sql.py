@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from partner_memory.errors import ConfigurationError, ConflictError
+from partner_memory.errors import ConfigurationError, ConflictError, NotFoundError
 from partner_memory.model import (
     MemorySlice,
     Message,
@@ -33,17 +33,17 @@ from partner_memory.store.sql_log import LogSql
 
 __all__ = ["MIGRATIONS", "SCHEMA_TABLE", "SqlStore"]
 
-_NAMESPACE_COLUMNS = """
-    SELECT n.name, n.memory_session_id,
-           (SELECT COUNT(*) FROM units u WHERE u.namespace_id = n.id)
-    FROM namespaces n
-"""
+_NAMESPACE_COLUMNS = (
+    "SELECT n.name, n.memory_session_id, n.unit_count, n.slice_count FROM namespaces n"
+)
 _UNIT_COLUMNS = "SELECT unit_id, timestamp, message_count, slice_count FROM units"
 _SLICE_COLUMNS = f"SELECT {SLICE_COLUMNS} FROM slices"
 
 
 def _namespace_info(row: Sequence[Any]) -> NamespaceInfo:
-    return NamespaceInfo(name=row[0], memory_session_id=row[1], unit_count=int(row[2]))
+    return NamespaceInfo(
+        name=row[0], memory_session_id=row[1], unit_count=int(row[2]), slice_count=int(row[3])
+    )
 
 
 def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
@@ -145,10 +145,22 @@ class SqlStore(LogSql, DumpSql):
             row = self._run(cur, _NAMESPACE_COLUMNS + " WHERE n.name = ?", (namespace,)).fetchone()
         return None if row is None else _namespace_info(row)
 
-    def list_namespaces(self) -> list[NamespaceInfo]:
+    def list_namespaces(
+        self, *, limit: int | None = None, after: str | None = None
+    ) -> list[NamespaceInfo]:
+        query, params = _NAMESPACE_COLUMNS, list[object]()
+        if after is not None:
+            query, params = query + " WHERE n.name > ?", [after]
+        query += " ORDER BY n.name"
+        if limit is not None:
+            query, params = query + " LIMIT ?", [*params, limit]
         with self._transaction(write=False) as cur:
-            rows = self._run(cur, _NAMESPACE_COLUMNS + " ORDER BY n.name").fetchall()
+            rows = self._run(cur, query, params).fetchall()
         return [_namespace_info(r) for r in rows]
+
+    def count_namespaces(self) -> int:
+        with self._transaction(write=False) as cur:
+            return int(self._run(cur, "SELECT COUNT(*) FROM namespaces").fetchone()[0])
 
     def set_session(self, namespace: str, session_id: str) -> None:
         with self._transaction(write=True) as cur:
@@ -246,6 +258,13 @@ class SqlStore(LogSql, DumpSql):
     ) -> int:
         clauses, params = _time_filter(since, until)
         with self._transaction(write=False) as cur:
+            if not clauses:  # the count the namespace keeps
+                row = self._run(
+                    cur, "SELECT unit_count FROM namespaces WHERE name = ?", (namespace,)
+                ).fetchone()
+                if row is None:
+                    raise NotFoundError(f"namespace {namespace!r} not found")
+                return int(row[0])
             namespace_id = self._namespace_id(cur, namespace)
             row = self._run(
                 cur,

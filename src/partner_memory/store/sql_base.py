@@ -31,6 +31,7 @@ ROWS_PER_INSERT = 500
 
 class UnitRow(NamedTuple):
     pk: int
+    namespace_id: int
     message_count: int
     slice_count: int
 
@@ -161,13 +162,28 @@ class SqlBase(ABC):
                 params,
             )
 
-    def _insert_slices(self, cur: Cursor, unit_pk: int, slices: Sequence[MemorySlice]) -> None:
+    def _insert_slices(self, cur: Cursor, unit: UnitRow, slices: Sequence[MemorySlice]) -> None:
+        if slices:
+            self._run(
+                cur,
+                "UPDATE namespaces SET slice_count = slice_count + ? WHERE id = ?",
+                (len(slices), unit.namespace_id),
+            )
         for s in slices:
             self._run(
                 cur,
-                "INSERT INTO slices (unit_pk, slice_id, start_index, end_index, summary,"
-                " timestamp, summarizer) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (unit_pk, s.id, s.start_index, s.end_index, s.summary, s.timestamp, s.summarizer),
+                "INSERT INTO slices (unit_pk, namespace_id, slice_id, start_index, end_index,"
+                " summary, timestamp, summarizer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    unit.pk,
+                    unit.namespace_id,
+                    s.id,
+                    s.start_index,
+                    s.end_index,
+                    s.summary,
+                    s.timestamp,
+                    s.summarizer,
+                ),
             )
 
     def _create_unit(self, cur: Cursor, namespace_id: int, unit_id: str, timestamp: int) -> int:
@@ -177,6 +193,9 @@ class SqlBase(ABC):
             " VALUES (?, ?, ?, 0, 0) RETURNING pk",
             (namespace_id, unit_id, timestamp),
         ).fetchone()
+        self._run(
+            cur, "UPDATE namespaces SET unit_count = unit_count + 1 WHERE id = ?", (namespace_id,)
+        )
         return int(row[0])
 
     def _open_unit(self, cur: Cursor, namespace_id: int, unit_id: str, timestamp: int) -> UnitRow:
@@ -192,8 +211,10 @@ class SqlBase(ABC):
             (namespace_id, unit_id),
         ).fetchone()
         if row is None:
-            return UnitRow(self._create_unit(cur, namespace_id, unit_id, timestamp), 0, 0)
-        return UnitRow(int(row[0]), int(row[1]), int(row[2]))
+            return UnitRow(
+                self._create_unit(cur, namespace_id, unit_id, timestamp), namespace_id, 0, 0
+            )
+        return UnitRow(int(row[0]), namespace_id, int(row[1]), int(row[2]))
 
     def _extend_unit(
         self,
@@ -206,7 +227,7 @@ class SqlBase(ABC):
     ) -> None:
         """Append messages after the unit's last one, add slices, update its header."""
         self._insert_messages(cur, unit.pk, unit.message_count, messages)
-        self._insert_slices(cur, unit.pk, slices)
+        self._insert_slices(cur, unit, slices)
         self._run(
             cur,
             "UPDATE units SET timestamp = ?, message_count = ?, slice_count = ? WHERE pk = ?",

@@ -92,9 +92,15 @@ class DumpSql(SqlBase):
             nid = int(
                 self._run(
                     cur,
-                    "INSERT INTO namespaces (name, memory_session_id, rolling_seq)"
-                    " VALUES (?, ?, ?) RETURNING id",
-                    (dump.name, dump.memory_session_id, dump.rolling_seq),
+                    "INSERT INTO namespaces (name, memory_session_id, rolling_seq, unit_count,"
+                    " slice_count) VALUES (?, ?, ?, ?, ?) RETURNING id",
+                    (
+                        dump.name,
+                        dump.memory_session_id,
+                        dump.rolling_seq,
+                        len(dump.units),
+                        len(dump.slices),
+                    ),
                 ).fetchone()[0]
             )
             pks: dict[str, int] = {}
@@ -107,13 +113,10 @@ class DumpSql(SqlBase):
                         (nid, *unit),
                     ).fetchone()[0]
                 )
-            by_unit = [
-                ("messages", _MESSAGE, dump.messages),
-                ("slices", _SLICE, dump.slices),
-            ]
-            for table, columns, rows in by_unit:
-                keyed = [(pks[str(r[0])], *r[1:]) for r in rows]
-                self._insert(cur, table, "unit_pk, " + columns, keyed)
+            messages = [(pks[str(r[0])], *r[1:]) for r in dump.messages]
+            self._insert(cur, "messages", "unit_pk, " + _MESSAGE, messages)
+            slices = [(pks[str(r[0])], nid, *r[1:]) for r in dump.slices]
+            self._insert(cur, "slices", "unit_pk, namespace_id, " + _SLICE, slices)
             by_namespace = [
                 ("trajectory", _WINDOW, dump.window),
                 (

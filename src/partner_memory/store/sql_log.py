@@ -227,7 +227,7 @@ class LogSql(WindowSql):
             rows = self._run(
                 cur,
                 f"SELECT u.unit_id, {_S_COLUMNS} FROM slices s JOIN units u ON u.pk = s.unit_pk"
-                " WHERE u.namespace_id = ? ORDER BY s.timestamp DESC, s.pk DESC LIMIT ?",
+                " WHERE s.namespace_id = ? ORDER BY s.timestamp DESC, s.pk DESC LIMIT ?",
                 (namespace_id, limit),
             ).fetchall()
         return [(str(r[0]), slice_from_row(r[1:])) for r in rows]

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import rjieba
-
 from partner_memory import markers
 from partner_memory.model import Message, check_text
 from partner_memory.rolling.llm import ChatClient, LLMError, UsageMeter
@@ -83,6 +81,10 @@ def _speaker(marker: str | None, role: str, lang: str) -> str:
 
 
 def _tokens(text: str) -> list[str]:
+    # imported on first use: loading the segmenter's dictionary takes ~90 ms, which
+    # commands that only read memory should not pay at start-up
+    import rjieba
+
     return [
         t.lower()
         for t in rjieba.cut(text)

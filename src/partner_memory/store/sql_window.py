@@ -287,15 +287,17 @@ class WindowSql(SqlBase):
         found: list[str] = []
         with self._transaction(write=False) as cur:
             for chunk in chunks(among):
+                # one index lookup per namespace for its newest interaction, never a
+                # walk over every namespace's window
                 rows = self._run(
                     cur,
-                    "SELECT n.name FROM namespaces n"
-                    " JOIN trajectory t ON t.namespace_id = n.id"
-                    " LEFT JOIN activity a ON a.namespace_id = n.id"
-                    f" WHERE n.name IN {in_list(len(chunk))}"
-                    " GROUP BY n.name, a.idle_rolled_for"
-                    " HAVING MAX(t.interaction) < ?"
-                    " AND MAX(t.interaction) <> COALESCE(a.idle_rolled_for, -1)",
+                    "SELECT name FROM (SELECT n.name,"
+                    " (SELECT MAX(t.interaction) FROM trajectory t WHERE t.namespace_id = n.id)"
+                    " AS newest,"
+                    " COALESCE((SELECT a.idle_rolled_for FROM activity a"
+                    " WHERE a.namespace_id = n.id), -1) AS rolled"
+                    f" FROM namespaces n WHERE n.name IN {in_list(len(chunk))}) quiet"
+                    " WHERE newest < ? AND newest <> rolled",
                     (*chunk, before),
                 ).fetchall()
                 found += (str(r[0]) for r in rows)

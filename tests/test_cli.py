@@ -359,3 +359,18 @@ def test_namespaces_page_by_name(store_url: str) -> None:
     assert "limit must be between 1 and 1000" in run(
         "namespaces", "--db", store_url, "--limit", "0", code=4
     )
+
+
+def test_units_page_after_a_unit(db: str) -> None:
+    first = json.loads(run("units", "--db", db, "-n", "agent", "--limit", "2", "--json"))
+    assert first["next_after"] == first["units"][-1]["id"]
+    rest = json.loads(
+        run("units", "--db", db, "-n", "agent", "--after", first["next_after"][:8], "--json")
+    )
+    everything = json.loads(run("units", "--db", db, "-n", "agent", "--json"))
+    assert [u["id"] for u in first["units"] + rest["units"]] == [
+        u["id"] for u in everything["units"]
+    ]
+    assert rest["next_after"] is None
+    out = run("units", "--db", db, "-n", "agent", "--after", "zzz", "--offset", "1", code=3)
+    assert "'zzz'" in out

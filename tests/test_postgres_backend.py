@@ -110,3 +110,14 @@ def test_a_stalled_connection_fails_at_the_deadline(pg_url: str) -> None:
         proxy.resume()
         store.close()
         proxy.close()
+
+
+def test_queries_are_never_jit_compiled(pg_url: str) -> None:
+    """Without statistics every plan looks expensive; compiling it took ~20 ms per lookup
+    of a few rows (a rolling's stored-id check at 1M messages: 33 ms instead of 0.5)."""
+    store = PostgresStore(pg_url)
+    try:
+        with store._transaction(write=False) as cur:
+            assert store._run(cur, "SHOW jit").fetchone()[0] == "off"
+    finally:
+        store.close()

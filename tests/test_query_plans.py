@@ -83,8 +83,8 @@ def _ids(store: MemoryStore, ns: str) -> list[str]:
 
 
 HOT: dict[str, tuple[Callable[[MemoryStore], object], str]] = {
-    "which ids are stored": (lambda s: s.stored_message_ids("ns-1", _ids(s, "ns-1")), "by_id"),
-    "find messages by id": (lambda s: s.find_messages("ns-1", _ids(s, "ns-1")), "by_id"),
+    "which ids are stored": (lambda s: s.stored_message_ids("ns-1", _ids(s, "ns-1")), "by_key"),
+    "find messages by id": (lambda s: s.find_messages("ns-1", _ids(s, "ns-1")), "by_key"),
     "newest slices": (lambda s: s.recent_slices("ns-1", 5), "slices_newest"),
     "first page of units": (lambda s: s.list_units("ns-1", limit=2), "units_by_time"),
     "units since a time": (
@@ -97,7 +97,7 @@ HOT: dict[str, tuple[Callable[[MemoryStore], object], str]] = {
     "the window": (lambda s: s.load_trajectory("ns-1"), "trajectory"),
     "record into the window": (
         lambda s: s.append_trajectory("ns-1", [Message("user", "new")], last_interaction=9),
-        "by_id",
+        "by_key",
     ),
     "rolling log": (lambda s: s.read_log("ns-1", 0, limit=5), "rollings"),
     "namespace counts": (lambda s: s.count_units("ns-1"), "namespaces"),

@@ -296,3 +296,83 @@ def test_out_of_range_integers_are_invalid_input_on_every_backend(store: MemoryS
         store.list_units("ns", limit=10, offset=2**70)
     with pytest.raises(InvalidInputError):
         store.list_units("ns", limit=2**70)
+
+
+def test_messages_of_an_older_schema_are_found_by_id_after_migration(store_url: str) -> None:
+    """Step 4 gives stored messages their lookup key in SQL; it must equal the key the
+    code computes, or stored messages would look new (and be stored twice)."""
+    from partner_memory.store.dialect import POSTGRESQL, SQLITE
+    from partner_memory.store.schema import migration_steps
+    from partner_memory.store.sql import SCHEMA_TABLE
+
+    postgres = store_url.startswith("postgresql://")
+    steps = migration_steps(POSTGRESQL if postgres else SQLITE)[:3]
+    ids = ["plain", "ünïcødé 标识 🦜", "3f2b8c1e-7a4d-4e0b-9c51-0d2a6b7e8f10"]
+    statements = [f"CREATE TABLE {SCHEMA_TABLE} (version INTEGER NOT NULL)"]
+    statements += [s for step in steps for s in step]
+    statements += [
+        f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (1), (2), (3)",
+        "INSERT INTO namespaces (id, name, memory_session_id) VALUES (1, 'ns', 'u')",
+        "INSERT INTO units (pk, namespace_id, unit_id, timestamp, message_count, slice_count)"
+        " VALUES (1, 1, 'u', 5, 3, 0)",
+    ]
+    statements += [
+        "INSERT INTO messages (unit_pk, position, message_id, role, content)"
+        f" VALUES (1, {i}, '{m}', 'user', 'old {i}')"
+        for i, m in enumerate(ids)
+    ]
+    if postgres:
+        import psycopg
+
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            for statement in statements:
+                conn.execute(statement.encode())
+    else:
+        import sqlite3
+
+        with sqlite3.connect(store_url) as conn:
+            for statement in statements:
+                conn.execute(statement)
+    store = open_store(store_url)
+    try:
+        assert store.stored_message_ids("ns", [*ids, "absent"]) == set(ids)
+        found = store.find_messages("ns", ids)
+        assert sorted(m.content for m in found.values()) == ["old 0", "old 1", "old 2"]
+    finally:
+        store.close()
+
+
+def test_unit_pages_by_offset_from_either_end_and_by_key(store: MemoryStore) -> None:
+    """Every page equals the slice of the whole list, whether it is read from the newest
+    end, from the oldest end (offsets past the middle) or after a unit (keyset)."""
+    from partner_memory.core import MemoryCore
+
+    store.ensure_namespace("ns", "u00")
+    for u in range(25):
+        store.set_session("ns", f"u{u:02d}")
+        store.append("ns", messages(1, f"u{u}"), "s", slice_id=f"s{u}", timestamp=1000 + u // 3)
+    core = MemoryCore(store, "ns", create=False)
+    everything = [u.id for u in store.list_units("ns", limit=1000)]
+    assert len(everything) == 25
+    for since in (None, 1003):
+        whole = [u.id for u in store.list_units("ns", limit=1000, since=since)]
+        for offset in range(len(whole) + 2):
+            page = core.list_units(limit=7, offset=offset, since=since)
+            assert [u.id for u in page.units] == whole[offset : offset + 7], (since, offset)
+            assert page.total == len(whole)
+        walked, after = [], None
+        while True:
+            page = core.list_units(limit=4, after=after, since=since)
+            walked += [u.id for u in page.units]
+            if page.next_after is None:
+                break
+            after = page.next_after
+        assert walked == whole
+        assert core.list_units(limit=7, offset=len(whole) - 7, since=since).next_after is None
+        assert core.list_units(limit=7, offset=len(whole) - 8, since=since).next_after
+    with pytest.raises(NotFoundError, match="'nope'"):
+        core.list_units(after="nope")
+    from partner_memory.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="either after or offset"):
+        core.list_units(after=everything[0], offset=3)

@@ -44,6 +44,8 @@ class UnitPage(Record):
     total: int
     offset: int
     limit: int
+    #: The unit to pass as `after` for the next page; None on the last page.
+    next_after: str | None = None
 
 
 class MemoryCore:
@@ -191,18 +193,42 @@ class MemoryCore:
         offset: int = 0,
         since: int | None = None,
         until: int | None = None,
+        after: str | None = None,
     ) -> UnitPage:
-        """Units newest first; `since` (inclusive) and `until` (exclusive) are ms timestamps."""
+        """Units newest first; `since` (inclusive) and `until` (exclusive) are ms timestamps.
+
+        `after` (a unit id: the previous page's last) pages at a cost that follows
+        `limit`; an `offset` is read from whichever end of the list is nearer, so the
+        first and the last pages are both cheap.
+        """
         limit, offset = check_index(limit, "limit"), check_index(offset, "offset")
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
         if not 0 <= offset <= MAX_OFFSET:
             raise InvalidInputError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
-        units = self._store.list_units(
-            self._namespace, limit=limit, offset=offset, since=since, until=until
-        )
+        if after is not None and offset:
+            raise InvalidInputError("give either after or offset, not both")
         total = self._store.count_units(self._namespace, since=since, until=until)
-        return UnitPage(units=units, total=total, offset=offset, limit=limit)
+        ns = self._namespace
+        if after is None and total // 2 < offset < total:
+            shown = min(limit, total - offset)  # the same rows, counted from the oldest
+            units = self._store.list_units(
+                ns,
+                limit=shown,
+                offset=total - offset - shown,
+                since=since,
+                until=until,
+                oldest_first=True,
+            )
+            units.reverse()
+            more = offset + shown < total
+        else:  # one more than asked: whether a next page exists
+            units = self._store.list_units(
+                ns, limit=limit + 1, offset=offset, since=since, until=until, after=after
+            )
+            more, units = len(units) > limit, units[:limit]
+        next_after = units[-1].id if more else None
+        return UnitPage(units, total, offset, limit, next_after)
 
     def rolling_stats(self) -> RollingTotals:
         """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""

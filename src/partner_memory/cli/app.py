@@ -116,6 +116,9 @@ def units(
     offset: Annotated[int, typer.Option(help="Units to skip.")] = 0,
     since: Annotated[str | None, typer.Option(help="Updated at or after (ISO, UTC).")] = None,
     until: Annotated[str | None, typer.Option(help="Updated before (ISO, UTC).")] = None,
+    after: Annotated[
+        str | None, typer.Option(help="Start after this unit (the previous page's last).")
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """List memory units, newest first."""
@@ -125,6 +128,7 @@ def units(
             offset=offset,
             since=_epoch_ms(since, "--since"),
             until=_epoch_ms(until, "--until"),
+            after=None if after is None else core.resolve_unit_id(after),
         )
         if as_json:
             render.print_json({"namespace": namespace} | page.to_dict())

@@ -191,8 +191,13 @@ class UnitStore(Protocol):
         offset: int = 0,
         since: int | None = None,
         until: int | None = None,
+        after: str | None = None,
+        oldest_first: bool = False,
     ) -> list[UnitInfo]:
-        """Units newest first; `since` inclusive and `until` exclusive, in ms."""
+        """Units newest first (or oldest first); `since` inclusive and `until` exclusive,
+        in ms. `after` a unit id, those that follow it in that order (keyset paging:
+        the cost follows `limit`, where `offset` costs what it skips).
+        Raises NotFoundError for an unknown `after`."""
         ...
 
     def count_units(

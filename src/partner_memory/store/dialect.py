@@ -67,11 +67,12 @@ class Dialect:
     #: Query (one `?`: a table name) returning a row when the table exists.
     has_table: str
     #: Query finding a namespace's stored messages among given ids ({columns} of
-    #: `m`; {ids}: their placeholders; {namespace}: SQL giving the namespace's id).
+    #: `m`; {keys} and {ids}: placeholders of the ids' lookup keys and of the ids,
+    #: in that order; {namespace}: SQL giving the namespace's id).
     #: It must start from the message-id index whatever the planner knows of the
     #: tables: their statistics may be missing, or stale by a whole replay.
     messages_among: str = ""
-    #: True when {ids} is one array parameter, not one `?` per id.
+    #: True when {keys} and {ids} are one array parameter each, not one `?` per id.
     ids_as_array: bool = False
     #: True when the driver takes `%s` placeholders instead of `?`.
     format_params: bool = False
@@ -91,7 +92,8 @@ SQLITE = Dialect(
     has_table="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
     # CROSS JOIN fixes SQLite's join order: messages by id first, then their unit
     messages_among="SELECT {columns} FROM messages m CROSS JOIN units u"
-    " WHERE m.message_id IN {ids} AND u.pk = m.unit_pk AND u.namespace_id = {namespace}",
+    " WHERE m.id_key IN {keys} AND m.message_id IN {ids}"
+    " AND u.pk = m.unit_pk AND u.namespace_id = {namespace}",
 )
 
 POSTGRESQL = Dialect(
@@ -112,8 +114,10 @@ POSTGRESQL = Dialect(
     # Without statistics PostgreSQL takes `message_id IN (...)` for a large share of
     # the table and scans all of it; a lookup per id, kept apart by OFFSET 0 (so the
     # planner cannot flatten it back into a join), can only use the index.
-    messages_among="SELECT {columns} FROM unnest(CAST({ids} AS TEXT[])) AS wanted (id)"
-    " CROSS JOIN LATERAL (SELECT * FROM messages x WHERE x.message_id = wanted.id OFFSET 0) m"
+    messages_among="SELECT {columns}"
+    " FROM unnest(CAST({keys} AS BIGINT[]), CAST({ids} AS TEXT[])) AS wanted (key, id)"
+    " CROSS JOIN LATERAL (SELECT * FROM messages x"
+    " WHERE x.id_key = wanted.key AND x.message_id = wanted.id OFFSET 0) m"
     " JOIN units u ON u.pk = m.unit_pk WHERE u.namespace_id = {namespace}",
     ids_as_array=True,
     format_params=True,

@@ -239,16 +239,30 @@ class SqlStore(LogSql, DumpSql):
         offset: int = 0,
         since: int | None = None,
         until: int | None = None,
+        after: str | None = None,
+        oldest_first: bool = False,
     ) -> list[UnitInfo]:
         clauses, params = _time_filter(since, until)
+        older = ">" if oldest_first else "<"
+        order = "ASC" if oldest_first else "DESC"
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
+            if after is not None:
+                row = self._run(
+                    cur,
+                    "SELECT timestamp, pk FROM units WHERE namespace_id = ? AND unit_id = ?",
+                    (namespace_id, after),
+                ).fetchone()
+                if row is None:
+                    raise NotFoundError(f"unit {after!r} not found in namespace {namespace!r}")
+                clauses += f" AND (timestamp {older} ? OR (timestamp = ? AND pk {older} ?))"
+                params += [row[0], row[0], row[1]]
             rows = self._run(
                 cur,
                 _UNIT_COLUMNS
                 + " WHERE namespace_id = ?"
                 + clauses
-                + " ORDER BY timestamp DESC, pk DESC LIMIT ? OFFSET ?",
+                + f" ORDER BY timestamp {order}, pk {order} LIMIT ? OFFSET ?",
                 (namespace_id, *params, limit, offset),
             ).fetchall()
         return [unit_from_row(r) for r in rows]

@@ -7,6 +7,7 @@ placeholders; the dialect puts them in the driver's style.
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -68,6 +69,13 @@ def message_from_row(row: Sequence[Any]) -> Message:
     return Message(
         id=row[0], role=row[1], content=row[2], timestamp=row[3], metadata=load_metadata(row[4])
     )
+
+
+def message_key(message_id: str) -> int:
+    """The 64-bit key messages are looked up by: the first 8 bytes of the id's MD5,
+    signed (PostgreSQL computes the same in SQL: schema step 4)."""
+    digest = hashlib.md5(message_id.encode("utf-8"), usedforsecurity=False).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def message_params(message: Message) -> tuple[Any, ...]:
@@ -154,11 +162,11 @@ class SqlBase(ABC):
             chunk = messages[chunk_start : chunk_start + ROWS_PER_INSERT]
             params: list[Any] = []
             for position, message in enumerate(chunk, start=first_position + chunk_start):
-                params += (unit_pk, position, *message_params(message))
+                params += (unit_pk, position, message_key(message.id), *message_params(message))
             self._run(
                 cur,
-                f"INSERT INTO messages (unit_pk, position, {MESSAGE_COLUMNS}) VALUES "
-                + values_clause(len(chunk), 7),
+                f"INSERT INTO messages (unit_pk, position, id_key, {MESSAGE_COLUMNS}) VALUES "
+                + values_clause(len(chunk), 8),
                 params,
             )
 
@@ -256,13 +264,13 @@ class SqlBase(ABC):
         found: list[tuple[Any, ...]] = []
         for start in range(0, len(message_ids), ROWS_PER_INSERT):
             chunk = list(message_ids[start : start + ROWS_PER_INSERT])
+            keys = [message_key(i) for i in chunk]
             array = self.dialect.ids_as_array
+            listed = "?" if array else f"({', '.join(['?'] * len(chunk))})"
             query = self.dialect.messages_among.format(
-                columns=columns,
-                ids="?" if array else f"({', '.join(['?'] * len(chunk))})",
-                namespace=namespace_sql,
+                columns=columns, keys=listed, ids=listed, namespace=namespace_sql
             )
-            params = (chunk, namespace) if array else (*chunk, namespace)
+            params = (keys, chunk, namespace) if array else (*keys, *chunk, namespace)
             found += self._run(cur, query, params).fetchall()
         return found
 

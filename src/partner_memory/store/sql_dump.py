@@ -14,7 +14,13 @@ from typing import Any
 
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.store.base import NamespaceDump
-from partner_memory.store.sql_base import ROWS_PER_INSERT, Cursor, SqlBase, values_clause
+from partner_memory.store.sql_base import (
+    ROWS_PER_INSERT,
+    Cursor,
+    SqlBase,
+    message_key,
+    values_clause,
+)
 
 _UNIT = "unit_id, timestamp, message_count, slice_count"
 _MESSAGE = "position, message_id, role, content, timestamp, metadata"
@@ -113,8 +119,8 @@ class DumpSql(SqlBase):
                         (nid, *unit),
                     ).fetchone()[0]
                 )
-            messages = [(pks[str(r[0])], *r[1:]) for r in dump.messages]
-            self._insert(cur, "messages", "unit_pk, " + _MESSAGE, messages)
+            messages = [(pks[str(r[0])], message_key(str(r[2])), *r[1:]) for r in dump.messages]
+            self._insert(cur, "messages", "unit_pk, id_key, " + _MESSAGE, messages)
             slices = [(pks[str(r[0])], nid, *r[1:]) for r in dump.slices]
             self._insert(cur, "slices", "unit_pk, namespace_id, " + _SLICE, slices)
             by_namespace = [

@@ -28,7 +28,7 @@ from partner_memory.errors import (
 )
 from partner_memory.store.dialect import SQLITE
 from partner_memory.store.sql import SqlStore
-from partner_memory.store.sql_base import Cursor
+from partner_memory.store.sql_base import Cursor, message_key
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 #: Connections one store opens at most: enough for the readers of a busy
@@ -120,6 +120,8 @@ class SQLiteStore(SqlStore):
                     conn.execute("PRAGMA journal_mode = WAL")
                     conn.execute(f"PRAGMA synchronous = {self._synchronous}")
                 conn.execute("PRAGMA foreign_keys = ON")
+                # the lookup key of a message id, for the migration that adds it
+                conn.create_function("pm_id_key", 1, message_key, deterministic=True)
             except BaseException:
                 conn.close()
                 raise

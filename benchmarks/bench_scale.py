@@ -6,13 +6,15 @@ write) and for 10,000 namespaces of 100 messages, on SQLite and PostgreSQL:
 median and p99 (ms) of a rolling of 40 new messages, opening a memory, the
 first and the last page of `list_units`, reading a slice with its messages,
 `context()`, and the wall time of the `units` and `namespaces` commands;
-then bytes per message on disk. Then 2,000 open/roll/close cycles of
+then bytes per message on disk. Then 20,000 turns recorded live into one
+namespace: does recording slow with its history? Then 2,000 open/roll/close cycles of
 `PartnerMemory` over one store: open connections, file descriptors and RSS
 before and after. Beside them, OpenAI Agents' `SQLiteSession` holding the
 same messages: bytes per message and `get_items(limit=20)`.
 
 Usage: python benchmarks/bench_scale.py [--sizes 10000,100000,1000000]
-       [--namespaces 10000] [--cycles 2000] [--repeat 30] [--pg URL] [--no-pg]
+       [--namespaces 10000] [--cycles 2000] [--repeat 30] [--turns 20000]
+       [--pg URL] [--no-pg]
 """
 
 from __future__ import annotations
@@ -130,6 +132,21 @@ def measure(database: str, namespace: str, repeat: int) -> dict[str, tuple[float
     return out
 
 
+def history(database: str, turns: int) -> tuple[float, float]:
+    """`record_turn` medians (ms) over the first and the last 1,000 of `turns` turns
+    recorded live into one namespace, rolling as they go: does a namespace's history
+    (rolled window rows, a growing unit) slow recording?"""
+    store = open_store(database)
+    samples = []
+    with PartnerMemory(store, "live", idle_timer=False) as memory:
+        for i in range(turns):
+            began = time.perf_counter()
+            memory.record_turn(f"question {i} about the trip", f"answer {i}: book early")
+            samples.append((time.perf_counter() - began) * 1000)
+    store.close()
+    return statistics.median(samples[:1000]), statistics.median(samples[-1000:])
+
+
 def bytes_per_message(database: str, messages: int) -> float:
     if database.startswith("postgresql://"):
         import psycopg
@@ -206,6 +223,7 @@ def main() -> None:
     parser.add_argument("--namespaces", type=int, default=10_000)
     parser.add_argument("--cycles", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--turns", type=int, default=20_000, help="live turns into one namespace")
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--no-pg", action="store_true")
     args = parser.parse_args()
@@ -263,6 +281,12 @@ def main() -> None:
                         + " | ".join(f"{p['page'][0]:.2f} / {p['page'][1]:.2f}" for p in peers)
                         + " | - | |"
                     )
+            first, last = history(fresh(), args.turns)
+            print(
+                f"\nrecord_turn live, {args.turns:,} turns into one namespace ({name}): median"
+                f" {first:.3f} ms over the first 1,000, {last:.3f} ms over the last 1,000"
+                f" ({last / first:.2f}x)"
+            )
             held = cycles(fresh(), args.cycles)
             print(
                 f"\n{args.cycles:,} open/roll/close cycles over one store ({name}): connections"

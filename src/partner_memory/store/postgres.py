@@ -8,6 +8,7 @@ migrations take a transaction-level advisory lock.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -40,6 +41,10 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 #: A transaction not finished after this many seconds has its connection dropped.
 DEFAULT_TRANSACTION_DEADLINE = 60.0
+#: Window rows deleted by one store between two vacuums of the window table.
+RECLAIM_AFTER = 5_000
+
+log = logging.getLogger(__name__)
 #: A pooled connection idle this long (s) is probed before use; busier ones are not.
 IDLE_CHECK_S = 1.0
 #: libpq's words for a URL it cannot use (as opposed to a server it cannot reach).
@@ -79,6 +84,8 @@ class PostgresStore(SqlStore):
         self.read_only = read_only
         self._watchdog = _Watchdog(transaction_deadline)
         self._last_used: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
+        self._trimmed = 0
+        self._trim_lock = threading.Lock()
         self._probe(connect_timeout)
         self._pool = psycopg_pool.ConnectionPool(
             url,
@@ -127,6 +134,30 @@ class PostgresStore(SqlStore):
 
     def _returned(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         self._last_used[conn] = time.monotonic()
+
+    def _window_trimmed(self, removed: int) -> None:
+        """Every RECLAIM_AFTER window rows deleted by this store, vacuum the window.
+
+        Each recorded message leaves a dead window row once rolled; until a vacuum
+        takes them, every count of a namespace's window walks its dead entries
+        too, so recording slows as the namespace's history grows (0.85 -> 1.39 ms
+        per turn over 20,000 turns with autovacuum off). The window table holds
+        only live windows and these rows, so vacuuming it is cheap.
+        """
+        with self._trim_lock:
+            self._trimmed += removed
+            if self._trimmed < RECLAIM_AFTER or self.read_only:
+                return
+            self._trimmed = 0
+        try:
+            with self._translated(), self._pool.connection() as conn:
+                conn.autocommit = True  # VACUUM runs outside a transaction
+                try:
+                    conn.execute("VACUUM trajectory")
+                finally:
+                    conn.autocommit = False
+        except PartnerMemoryError as exc:  # e.g. not the table's owner: autovacuum's job then
+            log.warning("could not vacuum the window table of %s: %s", redact(self._url), exc)
 
     def _configure(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         # JIT compiles a query whose estimated cost is high - as every plan looks

@@ -132,6 +132,11 @@ class SqlBase(ABC):
 
     # -- helpers -----------------------------------------------------------------
 
+    def _window_trimmed(self, removed: int) -> None:
+        """Called after a transaction deleted `removed` window rows; a backend whose
+        deleted rows linger until a vacuum reclaims them here."""
+        del removed  # SQLite reuses the pages of deleted rows at once
+
     def _run(self, cur: Cursor, query: str, params: Sequence[Any] = ()) -> Cursor:
         cur.execute(self.dialect.sql(query), params)
         return cur

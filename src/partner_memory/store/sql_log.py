@@ -58,6 +58,7 @@ class LogSql(WindowSql):
             namespace_id = self._leased(cur, namespace, commit.holder)
             committed = self._apply_rolling(cur, namespace, namespace_id, commit, commit.drop)
             self._release(cur, namespace_id, commit.holder)
+        self._window_trimmed(len(commit.drop))
         return committed
 
     def commit_replay(
@@ -69,6 +70,7 @@ class LogSql(WindowSql):
         recorded = {m.id for step in steps for m in step.messages}
         dropped = {i for step in steps if step.rolling for i in step.rolling.drop}
         committed: list[CommittedRolling] = []
+        removed = 0
         with self._transaction(write=True) as cur:
             namespace_id = self._leased(cur, namespace, holder)
             if self.dialect.window_lock:
@@ -79,6 +81,7 @@ class LogSql(WindowSql):
                 if step.rolling.holder != holder:
                     raise ConflictError("a replay commits rollings of its own lease only")
                 older = [i for i in step.rolling.drop if i not in recorded]
+                removed += len(older)
                 committed.append(
                     self._apply_rolling(cur, namespace, namespace_id, step.rolling, older)
                 )
@@ -89,6 +92,7 @@ class LogSql(WindowSql):
                         cur, namespace_id, kept, step.structured, interaction=step.interaction
                     )
             self._release(cur, namespace_id, holder)
+        self._window_trimmed(removed)
         return committed
 
     def _leased(self, cur: Cursor, namespace: str, holder: str) -> int:

@@ -204,6 +204,7 @@ class WindowSql(SqlBase):
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             self._remove_window(cur, namespace_id, message_ids)
+        self._window_trimmed(len(message_ids))
 
     def _remove_window(self, cur: Cursor, namespace_id: int, message_ids: Sequence[str]) -> None:
         for chunk in chunks(message_ids):

@@ -147,22 +147,26 @@ def history(database: str, turns: int) -> tuple[float, float]:
     return statistics.median(samples[:1000]), statistics.median(samples[-1000:])
 
 
-def bytes_per_message(database: str, messages: int) -> float:
+def bytes_per_message(database: str) -> float:
+    """The database's size over the messages it holds (units and windows)."""
+    counted = "SELECT (SELECT COUNT(*) FROM messages) + (SELECT COUNT(*) FROM trajectory)"
     if database.startswith("postgresql://"):
         import psycopg
 
         with psycopg.connect(database) as conn:
-            row = conn.execute(
+            size = conn.execute(
                 "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c"
                 " JOIN pg_namespace n ON n.oid = c.relnamespace"
                 " WHERE n.nspname = current_schema() AND c.relkind = 'r'"
             ).fetchone()
-        return float(row[0]) / messages if row else float("nan")
+            count = conn.execute(counted).fetchone()
+        return float(size[0]) / int(count[0]) if size and count else float("nan")
     import sqlite3
 
     with sqlite3.connect(database) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return Path(database).stat().st_size / messages
+        (count,) = conn.execute(counted).fetchone()
+    return Path(database).stat().st_size / int(count)
 
 
 def cycles(database: str, count: int) -> dict[str, float]:
@@ -248,7 +252,7 @@ def main() -> None:
                 store.close()
                 print(f"(built {size:,} messages in {time.perf_counter() - began:.1f} s)")
                 results[f"{size:,}"] = measure(database, "big", args.repeat)
-                disk[f"{size:,}"] = bytes_per_message(database, size)
+                disk[f"{size:,}"] = bytes_per_message(database)
             database = fresh()
             store = open_store(database)
             began = time.perf_counter()
@@ -258,7 +262,7 @@ def main() -> None:
             label = f"{args.namespaces:,} x 100"
             print(f"(built {label} in {time.perf_counter() - began:.1f} s)")
             results[label] = measure(database, "ns-00042", args.repeat)
-            disk[label] = bytes_per_message(database, args.namespaces * 100)
+            disk[label] = bytes_per_message(database)
             columns = list(results)
             print("\n| operation | " + " | ".join(columns) + f" | {columns[-2]} vs {columns[0]} |")
             print("| --- " * (len(columns) + 2) + "|")

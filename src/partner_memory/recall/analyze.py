@@ -1,0 +1,71 @@
+"""Text to index terms, the same for what is stored and what is asked.
+
+English words are lower-cased, stop words dropped and Snowball-stemmed
+("hiking", "hikes" -> "hike"); runs of Chinese characters are segmented
+into words (jieba); numbers are kept. A message's date is indexed as words
+too ("8 may 2023"), so "in May" finds what was said in May. Analysis
+happens in Python, so every backend indexes exactly the same terms.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import Stemmer
+
+#: Latin words and numbers, or runs of CJK ideographs.
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further get got had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your yours
+    yourself yourselves
+    的 了 和 是 在 我 你 他 她 它 我们 你们 他们 这 那 就 也 都 吗 呢 吧 啊""".split()
+)
+
+
+@cache
+def _stemmer() -> Stemmer.Stemmer:
+    import Stemmer  # imported on first use: commands that never search do not pay for it
+
+    return Stemmer.Stemmer("english")
+
+
+def _cjk_words(run: str) -> list[str]:
+    import rjieba  # imported on first use, as in the offline summariser
+
+    return [w for w in rjieba.cut(run) if w.strip()]
+
+
+def terms(text: str) -> list[str]:
+    """The index terms of `text`, in order, repeats kept (they count)."""
+    stem = _stemmer().stemWord
+    found: list[str] = []
+    for token in _TOKEN.findall(text.lower()):
+        if _CJK.search(token):
+            for part in re.split(f"({_CJK.pattern})", token):
+                if not part:
+                    continue
+                words = _cjk_words(part) if _CJK.fullmatch(part) else [part]
+                found += (w for w in words if w not in STOP_WORDS)
+        elif token not in STOP_WORDS:
+            found.append(token if token.isdigit() else stem(token))
+    return found
+
+
+def date_terms(ms: int | None) -> list[str]:
+    """A time as the words a question about it uses: day, month and year ("8 may 2023")."""
+    if ms is None:
+        return []
+    day = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return terms(day.strftime("%-d %B %Y"))

@@ -22,7 +22,16 @@ DOC = (ROOT / "docs" / "json.md").read_text()
 EXAMPLE = ROOT / "examples" / "partner-state"
 SAMPLE = ROOT / "examples" / "conversation.jsonl"
 #: Keys that name lists of stored things; each must hold a list of objects.
-THINGS = {"units", "slices", "messages", "namespaces", "blocks", "consumers", "transcripts"}
+THINGS = {
+    "units",
+    "slices",
+    "messages",
+    "namespaces",
+    "blocks",
+    "consumers",
+    "transcripts",
+    "hits",
+}
 runner = CliRunner()
 
 
@@ -94,6 +103,7 @@ def documents(store_url: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
     out["namespaces"] = run("namespaces", *db)
     out["session"] = run("session", *db, "-n", "agent")
     out["context"] = run("context", *db, "-n", "agent")
+    out["recall"] = run("recall", "budget trip", *db, "-n", "agent")
     out["stats"] = run("stats", *db, "-n", "agent")
     out["export-partner"] = run("export-partner", str(tmp_path / "out"), *db, "-n", "agent")
     out["copy"] = run("copy", store_url, str(tmp_path / "copy.db"))

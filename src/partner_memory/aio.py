@@ -19,6 +19,7 @@ from typing import Any, Self
 from partner_memory.context import Domain, ResolvedBlock
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
 from partner_memory.model import Message, RollingTotals
+from partner_memory.recall.results import RecallResult
 from partner_memory.rolling import AfterRolling, RollingResult
 from partner_memory.rolling.consumers import DurableConsumer
 from partner_memory.service import MemoryService
@@ -140,6 +141,11 @@ class AsyncPartnerMemory(_Closing):
 
     async def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
         return await asyncio.to_thread(self.sync.context_xml, domains)
+
+    async def recall(
+        self, query: str, *, k: int = 10, since: int | None = None, until: int | None = None
+    ) -> RecallResult:
+        return await asyncio.to_thread(self.sync.recall, query, k=k, since=since, until=until)
 
     async def stats(self) -> RollingTotals:
         return await asyncio.to_thread(self.sync.stats)

@@ -19,6 +19,7 @@ from partner_memory.clock import Clock, system_clock
 from partner_memory.context import ContextWorkspace, Domain, ResolvedBlock, render_xml
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message, RollingTotals
+from partner_memory.recall.results import RecallResult
 from partner_memory.rolling import (
     AfterRolling,
     AfterRollingRegistry,
@@ -224,6 +225,15 @@ class PartnerMemory:
     def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
         """R24: the resolved context as XML, ready for a prompt."""
         return render_xml(self.context(domains))
+
+    def recall(
+        self, query: str, *, k: int = 10, since: int | None = None, until: int | None = None
+    ) -> RecallResult:
+        """The `k` messages that best match `query`, best first, stored or still in the
+        window, with the slices that hold them; `since` (inclusive) and `until`
+        (exclusive) bound the messages' times (ms). Everything recorded before the
+        call is found, in whichever process it was recorded."""
+        return self.service.recall.recall(self.namespace, query, k=k, since=since, until=until)
 
     def stats(self) -> RollingTotals:
         """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""

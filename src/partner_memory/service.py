@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import ConfigurationError
+from partner_memory.recall.analyze import analyze
+from partner_memory.recall.engine import RecallEngine
+from partner_memory.recall.indexer import RECALL_CONSUMER, RecallIndexer
 from partner_memory.rolling import (
     ChatClient,
     ExtractiveSummarizer,
@@ -80,6 +83,9 @@ class MemoryService:
         self._stop = threading.Event()
         self._scheduler: threading.Thread | None = None
         self._closed = False
+        self.recall = RecallEngine(store)
+        if not store.read_only:  # a read-only store is searched from the log (RecallEngine)
+            self.register_consumer(RecallIndexer())
 
     def _summarizers(self, given: Sequence[MessageSummarizer] | None) -> list[MessageSummarizer]:
         if given is not None:
@@ -172,6 +178,11 @@ class MemoryService:
         """Follow the rolling log of every namespace; the future ends when it has caught up."""
         self._start()
         return self.dispatcher.register(consumer)
+
+    def reindex(self, namespace: str) -> int:
+        """Rebuild the namespace's recall index from its units (after an import, a copy,
+        or to apply a new analysis); returns the number of messages indexed."""
+        return self.store.reindex_recall(namespace, RECALL_CONSUMER, analyze)
 
     def catch_up(self) -> None:
         """Let durable consumers process every rolling they have not yet, and wait for it."""

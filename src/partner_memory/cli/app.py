@@ -89,7 +89,7 @@ def _core(db: str, namespace: str, *, write: bool = False) -> Iterator[MemoryCor
         yield MemoryCore(store, namespace, create=False)
 
 
-def _epoch_ms(text: str | None, option: str) -> int | None:
+def epoch_ms(text: str | None, option: str) -> int | None:
     """A time flag: an ISO date or date-time (UTC unless it says otherwise), or epoch
     milliseconds as JSON output prints them, so a `timestamp` can be passed back."""
     if text is None:
@@ -126,8 +126,8 @@ def units(
         page = core.list_units(
             limit=limit,
             offset=offset,
-            since=_epoch_ms(since, "--since"),
-            until=_epoch_ms(until, "--until"),
+            since=epoch_ms(since, "--since"),
+            until=epoch_ms(until, "--until"),
             after=None if after is None else core.resolve_unit_id(after),
         )
         if as_json:

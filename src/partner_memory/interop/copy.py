@@ -14,6 +14,8 @@ from typing import ClassVar
 
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.model import Record
+from partner_memory.recall.analyze import analyze
+from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.store.base import MemoryStore
 
 
@@ -62,6 +64,7 @@ def copy_memory(
     for name in names:
         dump = source.export_namespace(name)
         destination.import_namespace(dump)
+        destination.reindex_recall(name, RECALL_CONSUMER, analyze)  # derived: rebuilt there
         copied = CopiedNamespace(name, len(dump.units), len(dump.messages), len(dump.rollings))
         report.namespaces.append(copied)
         report.units += copied.units

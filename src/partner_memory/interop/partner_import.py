@@ -21,6 +21,8 @@ from partner_memory.interop.partner_state import (
     read_partner_state,
 )
 from partner_memory.model import MemoryUnit, Message, Record, check_namespace
+from partner_memory.recall.analyze import analyze
+from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.rolling.increment import by_content, resolve_increment
 from partner_memory.store.base import MemoryStore, UnitWrite
 
@@ -132,6 +134,8 @@ def import_partner_state(
         or current.memory_session_id != state.memory_session_id
     ):
         store.write_units(namespace, state.memory_session_id, writes, trajectory=trajectory)
+        if writes:  # units written without a rolling: the recall index learns them here
+            store.reindex_recall(namespace, RECALL_CONSUMER, analyze)
     return report
 
 

@@ -14,6 +14,9 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING
 
+from partner_memory import markers
+from partner_memory.model import Message
+
 if TYPE_CHECKING:
     import Stemmer
 
@@ -69,3 +72,22 @@ def date_terms(ms: int | None) -> list[str]:
         return []
     day = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return terms(day.strftime("%-d %B %Y"))
+
+
+def speaker_of(message: Message) -> str | None:
+    """Who said it: the transcript's speaker, else the name in its source marker
+    (`[USER: Mei]` -> Mei, `[Caroline]` -> Caroline); None for the agent itself."""
+    named = message.metadata.get("speaker")
+    if isinstance(named, str) and named.strip():
+        return named.strip()
+    marker, _ = markers.split(message.content)
+    if marker is None or marker.startswith(markers.AGENT_MARKER):
+        return None
+    name = marker.strip("[]").rpartition(":")[2].strip(" []")
+    return name or None
+
+
+def analyze(message: Message) -> tuple[str | None, str]:
+    """A stored message as the recall index keeps it: its speaker and its terms (the
+    words of its text, marker included, and of its date), space-separated."""
+    return speaker_of(message), " ".join(terms(message.content) + date_terms(message.timestamp))

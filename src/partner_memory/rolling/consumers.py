@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 #: Longest error text kept per failure.
 MAX_ERROR_CHARS = 500
+#: Rollings a durable consumer applies per transaction when catching up.
+FOLLOW_BATCH = 50
 
 
 @runtime_checkable
@@ -56,6 +58,7 @@ class ConsumerDispatcher:
         self._clock = clock
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="pm-after-rolling")
         self._durable: list[DurableConsumer] = []
+        self._queued: set[str] = set()
         self._lock = threading.Lock()
 
     @property
@@ -77,9 +80,18 @@ class ConsumerDispatcher:
         return self.submit(self._catch_up, [consumer])
 
     def follow(self, namespace: str) -> None:
-        """A rolling was committed in `namespace`: let every durable consumer process it."""
-        if self.durable:
-            self.submit(self._follow_all, namespace)
+        """A rolling was committed in `namespace`: let every durable consumer process it.
+
+        Requests for a namespace already queued are one: a replay that commits a
+        hundred rollings at once is followed in one pass, not a hundred.
+        """
+        if not self.durable:
+            return
+        with self._lock:
+            if namespace in self._queued:
+                return
+            self._queued.add(namespace)
+        self.submit(self._follow_all, namespace)
 
     def catch_up(self) -> Future[None]:
         """Process whatever the log holds beyond each durable consumer's position."""
@@ -104,13 +116,17 @@ class ConsumerDispatcher:
                 self._follow(consumer, namespace)
 
     def _follow_all(self, namespace: str) -> None:
+        with self._lock:  # a rolling committed from now on queues another pass
+            self._queued.discard(namespace)
         for consumer in self.durable:
             self._follow(consumer, namespace)
 
     def _follow(self, consumer: DurableConsumer, namespace: str) -> None:
         while True:
             try:
-                entry = self._store.follow_log(consumer.name, namespace, consumer.apply)
+                entry = self._store.follow_log(
+                    consumer.name, namespace, consumer.apply, batch=FOLLOW_BATCH
+                )
             except Exception as exc:
                 log.warning("durable consumer %s failed on %r: %r", consumer.name, namespace, exc)
                 self.record_failure(consumer.name, namespace, durable=True, error=describe(exc))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from partner_memory.model import (
     ConsumerStatus,
@@ -81,6 +81,30 @@ class ReplayStep:
     #: Ids among `messages` that are structured prompts (R10).
     structured: frozenset[str] = frozenset()
     rolling: RollingCommit | None = None
+
+
+class RecallRow(NamedTuple):
+    """One stored message as the recall index keeps it: where it is, and its terms."""
+
+    unit_id: str
+    position: int
+    #: The rolling (log sequence number) that stored it; 0 when written by a reindex.
+    seq: int
+    speaker: str | None
+    timestamp: int | None
+    #: Its analysed terms, space-separated.
+    terms: str
+
+
+class RecallState(NamedTuple):
+    """What a process holding a namespace's recall index in memory checks it against."""
+
+    #: Bumped by each reindex: a cached index of another generation is rebuilt.
+    generation: int
+    #: The last rolling whose messages are in `recall_docs`...
+    indexed: int
+    #: ...and the namespace's newest rolling (the rest is read from the log).
+    head: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +352,23 @@ class LogStore(Protocol):
         """
         ...
 
+    def recall_state(self, namespace: str, consumer: str) -> RecallState: ...
+
+    def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
+        """Recall rows written by rollings `after` < seq <= `through`, in log order."""
+        ...
+
+    def reindex_recall(
+        self,
+        namespace: str,
+        consumer: str,
+        analyze: Callable[[Message], tuple[str | None, str]],
+    ) -> int:
+        """Rebuild the namespace's recall rows from its units in one transaction (`analyze`
+        gives a message's speaker and terms), set `consumer` to the log head and bump
+        the generation. Returns the number of messages indexed."""
+        ...
+
     def log_head(self, namespace: str) -> int:
         """The sequence number of the namespace's newest rolling (0: none)."""
         ...
@@ -341,11 +382,16 @@ class LogStore(Protocol):
         ...
 
     def follow_log(
-        self, consumer: str, namespace: str, apply: Callable[[LogTransaction, LogEntry], None]
+        self,
+        consumer: str,
+        namespace: str,
+        apply: Callable[[LogTransaction, LogEntry], None],
+        *,
+        batch: int = 1,
     ) -> LogEntry | None:
-        """Apply the consumer's next rolling and advance its position, in one transaction.
-
-        None when it is caught up. If `apply` raises, nothing is written.
+        """Apply the consumer's next rollings (up to `batch`, in order) and advance its
+        position, in one transaction. Returns the last one applied, None when it is
+        caught up. If `apply` raises, nothing of the batch is written.
         """
         ...
 

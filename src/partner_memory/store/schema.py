@@ -196,4 +196,22 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         "DROP INDEX messages_by_id",
         "CREATE INDEX messages_by_key ON messages (id_key)",
     ),
+    # Step 5: the recall index's rows - each stored message's analysed terms, written
+    # by the "recall" durable consumer with the log sequence number of its rolling
+    # (0 when written by a reindex); a reindex bumps the namespace's generation, so
+    # processes holding the index in memory rebuild it.
+    (
+        """CREATE TABLE recall_docs (
+            unit_pk BIGINT NOT NULL,
+            position BIGINT NOT NULL,
+            namespace_id BIGINT NOT NULL,
+            seq BIGINT NOT NULL,
+            speaker TEXT,
+            timestamp BIGINT,
+            terms TEXT NOT NULL,
+            PRIMARY KEY (unit_pk, position)
+        )""",
+        "CREATE INDEX recall_docs_by_seq ON recall_docs (namespace_id, seq, unit_pk, position)",
+        "ALTER TABLE namespaces ADD COLUMN recall_generation BIGINT NOT NULL DEFAULT 0",
+    ),
 )

@@ -29,7 +29,7 @@ from partner_memory.store.sql_base import (
     unit_from_row,
 )
 from partner_memory.store.sql_dump import DumpSql
-from partner_memory.store.sql_log import LogSql
+from partner_memory.store.sql_recall import RecallSql
 
 __all__ = ["MIGRATIONS", "SCHEMA_TABLE", "SqlStore"]
 
@@ -57,7 +57,7 @@ def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
     return clauses, params
 
 
-class SqlStore(LogSql, DumpSql):
+class SqlStore(RecallSql, DumpSql):
     """Shared implementation of `MemoryStore` over a DB-API connection."""
 
     # -- schema ------------------------------------------------------------------

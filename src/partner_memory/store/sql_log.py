@@ -247,6 +247,8 @@ class LogSql(WindowSql):
         consumer: str,
         namespace: str,
         apply: Callable[[LogTransaction, LogEntry], None],
+        *,
+        batch: int = 1,
     ) -> LogEntry | None:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace)
@@ -265,17 +267,18 @@ class LogSql(WindowSql):
                 (consumer, namespace_id),
             ).fetchone()
             position = int(row[0])
-            entries = self._read_log(cur, namespace, namespace_id, position, 1)
+            entries = self._read_log(cur, namespace, namespace_id, position, max(1, batch))
             if not entries:
                 return None
-            apply(SqlTransaction(cur, self), entries[0])
+            for entry in entries:
+                apply(SqlTransaction(cur, self), entry)
             self._run(
                 cur,
                 "UPDATE consumers SET position = ?, durable = 1"
                 " WHERE name = ? AND namespace_id = ?",
-                (entries[0].seq, consumer, namespace_id),
+                (entries[-1].seq, consumer, namespace_id),
             )
-        return entries[0]
+        return entries[-1]
 
     def lagging_namespaces(self, consumer: str, *, limit: int = 1000) -> list[str]:
         with self._transaction(write=False) as cur:

@@ -1,0 +1,71 @@
+"""Commands over recall: search a namespace's memory, rebuild its index."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from partner_memory import markers
+from partner_memory.cli import render
+from partner_memory.cli.app import Db, Json, Namespace, app, epoch_ms, opened_store
+from partner_memory.cli.errors import reported
+from partner_memory.memory import PartnerMemory
+from partner_memory.recall.engine import MAX_K
+from partner_memory.recall.results import RecallResult
+from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
+
+
+@app.command()
+def recall(
+    query: Annotated[str, typer.Argument(help="What to look for, in words.")],
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    k: Annotated[int, typer.Option("-k", help=f"How many messages (1-{MAX_K}).")] = 10,
+    since: Annotated[str | None, typer.Option(help="Said at or after (ISO, or epoch ms).")] = None,
+    until: Annotated[str | None, typer.Option(help="Said before (ISO, or epoch ms).")] = None,
+    as_json: Json = False,
+) -> None:
+    """Find the messages that best match QUERY, and the slices that hold them."""
+    with reported():
+        bounds = epoch_ms(since, "--since"), epoch_ms(until, "--until")
+        with opened_store(db, write=False) as store:
+            memory = PartnerMemory(store, namespace, idle_timer=False, create=False)
+            try:
+                found = memory.recall(query, k=k, since=bounds[0], until=bounds[1])
+            finally:
+                memory.close()
+        if as_json:
+            render.print_json({"namespace": namespace} | found.to_dict())
+            return
+        render.console.print(_hits_table(found))
+        if found.slices:
+            render.console.print(render.slices_table([s.slice for s in found.slices]))
+
+
+def _hits_table(found: RecallResult) -> Table:
+    table = Table(title=f"recall {found.query!r}", title_justify="left")
+    table.add_column("score", justify="right")
+    table.add_column("where", no_wrap=True)
+    table.add_column("when (UTC)", no_wrap=True)
+    table.add_column("message", overflow="fold", ratio=1)
+    for hit in found.hits:
+        where = "window" if hit.unit_id is None else f"{render.short(hit.unit_id)}#{hit.position}"
+        marker, body = markers.split(hit.message.content)
+        text = f"{marker}: {body}" if marker else body
+        table.add_row(f"{hit.score:.2f}", where, render.when(hit.message.timestamp), escape(text))
+    return table
+
+
+@app.command()
+def reindex(db: Db = DEFAULT_DATABASE, namespace: Namespace = DEFAULT_NAMESPACE) -> None:
+    """Rebuild a namespace's recall index from its units (the units are the truth)."""
+    with reported(), opened_store(db, write=True) as store:
+        memory = PartnerMemory(store, namespace, idle_timer=False, create=False)
+        try:
+            count = memory.service.reindex(namespace)
+        finally:
+            memory.close()
+        render.console.print(f"reindexed {namespace!r}: {count:,} messages")

@@ -1,0 +1,51 @@
+"""The durable consumer that keeps the recall index's rows: one per stored message.
+
+It follows the rolling log like any durable consumer, so its rows and its
+position commit together: a crash between a rolling and its indexing only
+delays the rows, and a search meanwhile reads the rolling from the log.
+"""
+
+from __future__ import annotations
+
+from partner_memory.model import LogEntry
+from partner_memory.recall.analyze import analyze
+from partner_memory.store.base import LogTransaction
+
+#: The consumer's name in the `consumers` table; the index's position is kept under it.
+RECALL_CONSUMER = "recall"
+#: Rows per INSERT (7 parameters each, well below every driver's limit).
+ROWS_PER_STATEMENT = 500
+
+
+class RecallIndexer:
+    """`DurableConsumer` writing `recall_docs` (the table comes with the schema)."""
+
+    name = RECALL_CONSUMER
+
+    def setup(self, tx: LogTransaction) -> None:
+        """Nothing to create: the schema's migrations made the table."""
+
+    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
+        found = tx.execute(
+            "SELECT u.pk, u.namespace_id FROM units u JOIN namespaces n"
+            " ON n.id = u.namespace_id WHERE n.name = ? AND u.unit_id = ?",
+            (entry.namespace, entry.unit.id),
+        )
+        if not found:  # the unit is gone (forgotten since): nothing to index
+            return
+        unit_pk, namespace_id = found[0]
+        first = entry.slice.start_index
+        rows: list[object] = []
+        for offset, message in enumerate(entry.messages):
+            speaker, terms = analyze(message)
+            rows += (unit_pk, first + offset, namespace_id, entry.seq, speaker, message.timestamp)
+            rows.append(terms)
+        for start in range(0, len(entry.messages), ROWS_PER_STATEMENT):
+            count = min(ROWS_PER_STATEMENT, len(entry.messages) - start)
+            tx.execute(
+                "INSERT INTO recall_docs (unit_pk, position, namespace_id, seq, speaker,"
+                " timestamp, terms) VALUES "
+                + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * count)
+                + " ON CONFLICT (unit_pk, position) DO NOTHING",
+                rows[start * 7 : (start + count) * 7],
+            )

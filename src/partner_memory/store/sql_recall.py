@@ -1,0 +1,108 @@
+"""Shared SQL for the recall index's rows: reading them in log order, rebuilding them.
+
+The rows are derived data: the "recall" durable consumer writes them as it
+follows the rolling log, and `reindex_recall` rebuilds them from the units
+(which stay the source of truth) in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from partner_memory.errors import NotFoundError
+from partner_memory.model import Message
+from partner_memory.store.base import RecallRow, RecallState
+from partner_memory.store.sql_base import MESSAGE_COLUMNS, ROWS_PER_INSERT, message_from_row
+from partner_memory.store.sql_log import LogSql
+
+#: Columns of a recall row as inserted.
+RECALL_COLUMNS = "unit_pk, position, namespace_id, seq, speaker, timestamp, terms"
+
+
+class RecallSql(LogSql):
+    """Recall-index verbs of `MemoryStore`."""
+
+    def recall_state(self, namespace: str, consumer: str) -> RecallState:
+        with self._transaction(write=False) as cur:
+            row = self._run(
+                cur,
+                "SELECT n.recall_generation, COALESCE(c.position, 0), n.rolling_seq"
+                " FROM namespaces n LEFT JOIN consumers c"
+                " ON c.namespace_id = n.id AND c.name = ? WHERE n.name = ?",
+                (consumer, namespace),
+            ).fetchone()
+        if row is None:
+            raise NotFoundError(f"namespace {namespace!r} not found")
+        return RecallState(int(row[0]), int(row[1]), int(row[2]))
+
+    def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            rows = self._run(
+                cur,
+                "SELECT u.unit_id, r.position, r.seq, r.speaker, r.timestamp, r.terms"
+                " FROM recall_docs r JOIN units u ON u.pk = r.unit_pk"
+                " WHERE r.namespace_id = ? AND r.seq > ? AND r.seq <= ?"
+                " ORDER BY r.seq, r.unit_pk, r.position",
+                (namespace_id, after, through),
+            ).fetchall()
+        return [RecallRow(str(r[0]), int(r[1]), int(r[2]), r[3], r[4], str(r[5])) for r in rows]
+
+    def reindex_recall(
+        self,
+        namespace: str,
+        consumer: str,
+        analyze: Callable[[Message], tuple[str | None, str]],
+    ) -> int:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace, lock=True)
+            self._run(cur, "DELETE FROM recall_docs WHERE namespace_id = ?", (namespace_id,))
+            units = self._run(
+                cur, "SELECT pk FROM units WHERE namespace_id = ? ORDER BY pk", (namespace_id,)
+            ).fetchall()
+            indexed = 0
+            for (unit_pk,) in units:
+                rows = self._run(
+                    cur,
+                    f"SELECT {MESSAGE_COLUMNS}, position FROM messages WHERE unit_pk = ?"
+                    " ORDER BY position",
+                    (unit_pk,),
+                ).fetchall()
+                values: list[tuple[Any, ...]] = []
+                for row in rows:
+                    message = message_from_row(row[:5])
+                    speaker, terms = analyze(message)
+                    values.append(
+                        (unit_pk, row[5], namespace_id, 0, speaker, message.timestamp, terms)
+                    )
+                self._insert_recall(cur, values)
+                indexed += len(values)
+            head = self._run(
+                cur, "SELECT rolling_seq FROM namespaces WHERE id = ?", (namespace_id,)
+            ).fetchone()[0]
+            self._run(
+                cur,
+                "INSERT INTO consumers (name, namespace_id, durable, position)"
+                " VALUES (?, ?, 1, ?) ON CONFLICT (name, namespace_id)"
+                " DO UPDATE SET position = excluded.position",
+                (consumer, namespace_id, head),
+            )
+            self._run(
+                cur,
+                "UPDATE namespaces SET recall_generation = recall_generation + 1 WHERE id = ?",
+                (namespace_id,),
+            )
+        return indexed
+
+    def _insert_recall(self, cur: Any, values: list[tuple[Any, ...]]) -> None:
+        per_chunk = ROWS_PER_INSERT
+        for start in range(0, len(values), per_chunk):
+            chunk = values[start : start + per_chunk]
+            self._run(
+                cur,
+                f"INSERT INTO recall_docs ({RECALL_COLUMNS}) VALUES "
+                + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
+                + " ON CONFLICT (unit_pk, position) DO NOTHING",
+                [v for row in chunk for v in row],
+            )

@@ -103,6 +103,8 @@ HOT: dict[str, tuple[Callable[[MemoryStore], object], str]] = {
     "namespace counts": (lambda s: s.count_units("ns-1"), "namespaces"),
     "idle candidates": (lambda s: s.idle_candidates(10, ["ns-1", "ns-2"]), "trajectory"),
     "unit id prefix": (lambda s: s.unit_ids_starting("ns-1", "ns-1-u", limit=3), "units"),
+    "recall rows since": (lambda s: s.recall_rows("ns-1", 3, 10), "recall_docs_by_seq"),
+    "recall state": (lambda s: s.recall_state("ns-1", "recall"), "namespaces"),
 }
 
 

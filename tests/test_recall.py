@@ -1,0 +1,162 @@
+"""Recall through the whole system, on every backend: stored and unrolled messages,
+the indexer behind or absent, reindex, imports, copies, dates, Chinese, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from partner_memory import InvalidInputError, Message, NotFoundError, PartnerMemory
+from partner_memory.cli import app
+from partner_memory.interop import copy_memory, import_partner_state
+from partner_memory.recall.results import RecallResult
+from partner_memory.store import MemoryStore, open_store
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "partner-state"
+DAY = 86_400_000
+START = 1_700_000_000_000
+
+
+def _where(found: RecallResult) -> list[tuple[str | None, str]]:
+    return [(h.unit_id, h.message.content.split("\n\n")[-1]) for h in found.hits]
+
+
+def _converse(memory: PartnerMemory) -> None:
+    memory.record_messages(
+        [
+            Message("user", "I adopted a cat named Luna last week", timestamp=START),
+            Message("assistant", "How lovely! What colour is she?", timestamp=START + 1000),
+            Message("user", "Black, with white paws", timestamp=START + 2000),
+        ],
+        interaction=START + 2000,
+    )
+    memory.roll_now()
+    memory.record_messages(
+        [
+            Message("user", "We plan a trip to Kyoto in spring", timestamp=START + 9 * DAY),
+            Message("assistant", "The cherry blossoms will be out", timestamp=START + 9 * DAY),
+        ],
+        interaction=START + 9 * DAY,
+    )
+    memory.wait()
+
+
+def test_recall_finds_stored_messages_with_their_slices_and_the_window(
+    store: MemoryStore,
+) -> None:
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        _converse(memory)
+        found = memory.recall("what is the name of the cat?", k=2)
+        unit = found.hits[0].unit_id
+        assert _where(found)[0] == (unit, "I adopted a cat named Luna last week")
+        assert unit is not None
+        assert found.hits[0].position == 0
+        (holder,) = found.slices
+        assert holder.unit_id == unit
+        assert holder.slice.start_index <= 0 < holder.slice.end_index
+        window = memory.recall("Kyoto", k=5)
+        assert _where(window)[0] == (None, "We plan a trip to Kyoto in spring")
+        assert window.hits[0].position is None
+        assert window.slices == []
+
+
+def test_everything_recorded_before_a_call_is_found_without_the_indexer(
+    store_url: str,
+) -> None:
+    """A read-only process runs no indexer, and the indexer may lag or have crashed:
+    a search reads the rollings it has not indexed from the log itself."""
+    store = open_store(store_url)
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        _converse(memory)
+        expected = _where(memory.recall("cat paws Kyoto", k=10))
+
+        def forget_the_index(tx: object) -> None:
+            tx.execute("DELETE FROM recall_docs")  # type: ignore[attr-defined]
+            tx.execute("UPDATE consumers SET position = 0 WHERE name = 'recall'")  # type: ignore[attr-defined]
+
+        store.run_in_transaction(forget_the_index)
+    store.close()
+    reader = open_store(store_url, read_only=True)
+    try:
+        with PartnerMemory(reader, "agent", idle_timer=False, create=False) as memory:
+            assert _where(memory.recall("cat paws Kyoto", k=10)) == expected
+    finally:
+        reader.close()
+
+
+def test_reindex_gives_the_same_results(store: MemoryStore) -> None:
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        _converse(memory)
+        before = _where(memory.recall("white paws cat", k=10))
+        assert memory.service.reindex("agent") == 3
+        assert _where(memory.recall("white paws cat", k=10)) == before
+
+
+def test_imported_and_copied_memory_is_recalled(store: MemoryStore, tmp_path: Path) -> None:
+    import_partner_state(store, EXAMPLE, namespace="imported")
+    with PartnerMemory(store, "imported", idle_timer=False, create=False) as memory:
+        found = memory.recall("budget", k=3)
+        assert found.hits
+        assert any(h.unit_id is not None for h in found.hits)  # the units, not only the window
+        assert "budget" in found.hits[0].message.content.lower()
+    copy = open_store(tmp_path / "copy.db")
+    try:
+        copy_memory(store, copy)
+        with PartnerMemory(copy, "imported", idle_timer=False, create=False) as memory:
+            assert _where(memory.recall("budget", k=3)) == _where(found)
+    finally:
+        copy.close()
+
+
+def test_time_range_and_chinese(store: MemoryStore) -> None:
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        _converse(memory)
+        memory.record_messages(
+            [Message("user", "我们上周去北京爬山了", timestamp=START + 10 * DAY)]
+        )
+        assert _where(memory.recall("北京爬山"))[0][1] == "我们上周去北京爬山了"
+        early = memory.recall("cat Kyoto", until=START + DAY)
+        assert {text for _, text in _where(early)} <= {
+            "I adopted a cat named Luna last week",
+            "How lovely! What colour is she?",
+            "Black, with white paws",
+        }
+        late = memory.recall("cat Kyoto", since=START + DAY)
+        assert _where(late)[0][1] == "We plan a trip to Kyoto in spring"
+
+
+@pytest.mark.parametrize(
+    ("query", "k", "says"),
+    [("", 10, "query"), ("   ", 10, "query"), ("cat", 0, "k must"), ("cat", 101, "k must")],
+)
+def test_bad_recall_input_is_refused(store: MemoryStore, query: str, k: int, says: str) -> None:
+    with (
+        PartnerMemory(store, "agent", idle_timer=False) as memory,
+        pytest.raises(InvalidInputError, match=says),
+    ):
+        memory.recall(query, k=k)
+
+
+def test_recall_of_an_unknown_namespace(store: MemoryStore) -> None:
+    from partner_memory import MemoryService
+
+    with MemoryService(store, idle_timer=False) as service, pytest.raises(NotFoundError):
+        service.recall.recall("ghost", "anything")
+
+
+def test_cli_recall(store_url: str) -> None:
+    runner = CliRunner()
+    store = open_store(store_url)
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        _converse(memory)
+    store.close()
+    table = runner.invoke(app, ["recall", "Luna", "--db", store_url, "-n", "agent"])
+    assert table.exit_code == 0, table.output
+    assert "I adopted a cat named Luna" in table.output
+    reindexed = runner.invoke(app, ["reindex", "--db", store_url, "-n", "agent"])
+    assert "3 messages" in reindexed.output
+    bad = runner.invoke(app, ["recall", "Luna", "--db", store_url, "-n", "agent", "-k", "0"])
+    assert bad.exit_code == 4
+    assert "k must" in bad.output

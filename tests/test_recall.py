@@ -160,3 +160,28 @@ def test_cli_recall(store_url: str) -> None:
     bad = runner.invoke(app, ["recall", "Luna", "--db", store_url, "-n", "agent", "-k", "0"])
     assert bad.exit_code == 4
     assert "k must" in bad.output
+
+
+LOCOMO = Path(__file__).parent.parent.parent / "shared" / "data" / "locomo-dev"
+
+
+@pytest.mark.skipif(not (LOCOMO / "conv-26.json").exists(), reason="LoCoMo dev files absent")
+def test_bench_locomo_through_the_whole_pipeline(tmp_path: Path) -> None:
+    """Ingested, rolled, indexed by the consumer, recalled: the figures the scorer alone
+    reaches, and well above plain BM25 over single turns."""
+    import json
+    import os
+
+    directory = Path(os.environ.get("PARTNER_MEMORY_LOCOMO_DIR", LOCOMO))
+    done = CliRunner().invoke(app, ["bench", "locomo", str(directory), "--json"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    ours, plain = report["systems"]
+    assert report["questions"] > 700
+    assert ours["recall_at"]["5"]["all"] >= 0.70
+    assert ours["recall_at"]["10"]["all"] >= 0.78
+    assert ours["recall_at"]["25"]["all"] >= 0.85
+    assert ours["recall_at"]["10"]["all"] > plain["recall_at"]["10"]["all"] + 0.1
+    empty = CliRunner().invoke(app, ["bench", "locomo", str(tmp_path)])
+    assert empty.exit_code == 4
+    assert "no LoCoMo conversation" in empty.output

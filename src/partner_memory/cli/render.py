@@ -117,6 +117,11 @@ def warn(text: str) -> None:
     _stderr.print(f"[yellow]warning:[/] {escape(text)}")
 
 
+def warn_progress(text: str) -> None:
+    """A progress line on stderr, so stdout stays the result."""
+    _stderr.print(f"[dim]{escape(text)}[/]")
+
+
 def warn_fallbacks(totals: RollingTotals, count: int) -> None:
     """Once per run: rollings whose LLM call failed used the offline summary, and why."""
     if count <= 0:

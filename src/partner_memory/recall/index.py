@@ -61,9 +61,22 @@ class Hit:
 
 
 class RecallIndex:
-    """Append-only; safe to share between threads (one lock)."""
+    """Append-only; safe to share between threads (one lock). The weights default to what
+    was measured best; `RecallIndex(neighbours=0, unit_weight=0, speaker_boost=1)` is
+    plain BM25 over single messages (the baseline `bench locomo` prints beside it)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        neighbours: int = NEIGHBOURS,
+        neighbour_weight: float = NEIGHBOUR_WEIGHT,
+        unit_weight: float = UNIT_WEIGHT,
+        speaker_boost: float = SPEAKER_BOOST,
+    ) -> None:
+        self.neighbours = neighbours
+        self.neighbour_weight = neighbour_weight
+        self.unit_weight = unit_weight
+        self.speaker_boost = speaker_boost
         self._lock = threading.RLock()
         self._keys: list[Hashable] = []
         self._unit_of = array("i")
@@ -106,11 +119,11 @@ class RecallIndex:
         weighted = length
         tail = self._tail.setdefault(unit, [])
         for position, j in tail:
-            if 0 < doc.position - position <= NEIGHBOURS:
-                self._weighted[j] += NEIGHBOUR_WEIGHT * length
-                weighted += NEIGHBOUR_WEIGHT * self._length[j]
+            if 0 < doc.position - position <= self.neighbours:
+                self._weighted[j] += self.neighbour_weight * length
+                weighted += self.neighbour_weight * self._length[j]
         tail.append((doc.position, i))
-        del tail[:-NEIGHBOURS]
+        del tail[: max(0, len(tail) - self.neighbours)]
         self._keys.append(doc.key)
         self._unit_of.append(unit)
         self._position.append(doc.position)
@@ -197,14 +210,14 @@ class RecallIndex:
                 tf = np.frombuffer(tfs, dtype=np.float32)
                 counted = np.zeros(n, dtype=np.float32)
                 counted[docs] = tf
-                for step in (*range(-NEIGHBOURS, 0), *range(1, NEIGHBOURS + 1)):
+                for step in (*range(-self.neighbours, 0), *range(1, self.neighbours + 1)):
                     beside = docs + step
                     inside = (beside >= 0) & (beside < n)
                     beside, origin = beside[inside], docs[inside]
                     same = (unit_of[beside] == unit_of[origin]) & (
                         position[beside] == position[origin] + step
                     )
-                    counted[beside[same]] += NEIGHBOUR_WEIGHT * tf[inside][same]
+                    counted[beside[same]] += self.neighbour_weight * tf[inside][same]
                 hit = np.flatnonzero(counted)
                 score[hit] += _bm25(counted[hit], weighted[hit], average, n, len(hit))
                 in_unit = np.bincount(unit_of[docs], weights=tf, minlength=len(unit_length))
@@ -219,12 +232,12 @@ class RecallIndex:
             if not score.any():
                 return []
             final = score / score.max()
-            if unit_score.any():
-                final += UNIT_WEIGHT * (unit_score / unit_score.max())[unit_of]
+            if unit_score.any() and self.unit_weight:
+                final += self.unit_weight * (unit_score / unit_score.max())[unit_of]
             final[score == 0] = 0.0
             if speaker is not None and speaker.lower() in self._speakers:
                 boosted = np.frombuffer(self._speaker_of, dtype=np.int32)
-                final[boosted == self._speakers[speaker.lower()]] *= SPEAKER_BOOST
+                final[boosted == self._speakers[speaker.lower()]] *= self.speaker_boost
             if since is not None or until is not None:
                 times = np.frombuffer(self._time, dtype=np.int64)
                 keep = times != _NO_TIME

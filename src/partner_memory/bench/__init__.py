@@ -1,0 +1,1 @@
+"""Measurements a user can run against their own install (`partner-memory bench ...`)."""

@@ -185,3 +185,31 @@ def test_bench_locomo_through_the_whole_pipeline(tmp_path: Path) -> None:
     empty = CliRunner().invoke(app, ["bench", "locomo", str(tmp_path)])
     assert empty.exit_code == 4
     assert "no LoCoMo conversation" in empty.output
+
+
+def test_what_recall_found_enters_the_context(store: MemoryStore) -> None:
+    """The activated_memory_slices block: the slice's summary, dated, the found message
+    quoted; the next search replaces it; `activate=False` leaves context alone."""
+    from partner_memory.recall.context import ACTIVATED_MEMORY_SLICES, activated_block
+
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        _converse(memory)
+
+        def block() -> str | None:
+            found = [b for b in memory.context() if b.name == ACTIVATED_MEMORY_SLICES]
+            return found[0].snapshot if found else None
+
+        memory.recall("cat", activate=False)
+        assert block() is None
+        found = memory.recall("what is the cat called?")
+        shown = block()
+        assert shown is not None
+        assert "recalled for 'what is the cat called?'" in shown
+        assert "I adopted a cat named Luna" in shown  # the slice's summary
+        full = activated_block(found, memory.settings)
+        assert full is not None
+        assert "> I adopted a cat named Luna last week" in full.full  # the message, quoted
+        assert " UTC] " in full.full  # the slice's date
+        memory.recall("Kyoto spring")
+        assert "Kyoto" in (block() or "")
+        assert "recalled for 'Kyoto spring'" in (block() or "")

@@ -143,9 +143,17 @@ class AsyncPartnerMemory(_Closing):
         return await asyncio.to_thread(self.sync.context_xml, domains)
 
     async def recall(
-        self, query: str, *, k: int = 10, since: int | None = None, until: int | None = None
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        since: int | None = None,
+        until: int | None = None,
+        activate: bool = True,
     ) -> RecallResult:
-        return await asyncio.to_thread(self.sync.recall, query, k=k, since=since, until=until)
+        return await asyncio.to_thread(
+            self.sync.recall, query, k=k, since=since, until=until, activate=activate
+        )
 
     async def stats(self) -> RollingTotals:
         return await asyncio.to_thread(self.sync.stats)

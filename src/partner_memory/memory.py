@@ -19,6 +19,7 @@ from partner_memory.clock import Clock, system_clock
 from partner_memory.context import ContextWorkspace, Domain, ResolvedBlock, render_xml
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message, RollingTotals
+from partner_memory.recall.context import activated_block
 from partner_memory.recall.results import RecallResult
 from partner_memory.rolling import (
     AfterRolling,
@@ -227,13 +228,24 @@ class PartnerMemory:
         return render_xml(self.context(domains))
 
     def recall(
-        self, query: str, *, k: int = 10, since: int | None = None, until: int | None = None
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        since: int | None = None,
+        until: int | None = None,
+        activate: bool = True,
     ) -> RecallResult:
         """The `k` messages that best match `query`, best first, stored or still in the
         window, with the slices that hold them; `since` (inclusive) and `until`
         (exclusive) bound the messages' times (ms). Everything recorded before the
-        call is found, in whichever process it was recorded."""
-        return self.service.recall.recall(self.namespace, query, k=k, since=since, until=until)
+        call is found, in whichever process it was recorded. With `activate`, what
+        was found goes into the context as the `activated_memory_slices` block."""
+        found = self.service.recall.recall(self.namespace, query, k=k, since=since, until=until)
+        block = activated_block(found, self.settings) if activate else None
+        if block is not None:
+            self.workspace.register(block)
+        return found
 
     def stats(self) -> RollingTotals:
         """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""

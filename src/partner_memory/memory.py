@@ -19,7 +19,8 @@ from partner_memory.clock import Clock, system_clock
 from partner_memory.context import ContextWorkspace, Domain, ResolvedBlock, render_xml
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message, RollingTotals
-from partner_memory.recall.context import activated_block
+from partner_memory.recall.context import ACTIVATED_MEMORY_SLICES, RECALL_SOURCE, activated_block
+from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.recall.results import RecallResult
 from partner_memory.rolling import (
     AfterRolling,
@@ -33,6 +34,7 @@ from partner_memory.rolling import (
     SummarizerChain,
 )
 from partner_memory.rolling.consumers import DurableConsumer
+from partner_memory.rolling.dialog_rolling import DIALOG_HISTORY, DIALOG_ROLLING
 from partner_memory.service import MemoryService
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore, open_store
@@ -125,6 +127,7 @@ class PartnerMemory:
             leases=service.leases,
             executor=service.executor,
         )
+        self._generation = store.recall_state(self.core.namespace, RECALL_CONSUMER).generation
         if restore_context:
             self.rolling.restore_context()
 
@@ -218,10 +221,44 @@ class PartnerMemory:
     def context(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> list[ResolvedBlock]:
         """R23: the context blocks for these domains, most relevant first.
 
-        Rollings committed by other processes since the last call come in first.
+        Rollings committed by other processes since the last call come in first, and
+        after a forget (here or elsewhere) the blocks are rebuilt from what remains.
         """
+        generation = self.core.store.recall_state(self.namespace, RECALL_CONSUMER).generation
+        if generation != self._generation:
+            self._generation = generation
+            self.forget_context()
         self.rolling.sync_context()
         return self.workspace.resolve(domains)
+
+    def forget_context(self, *, restore: bool = True) -> None:
+        """Drop the memory blocks from context, and restore them from what the store holds."""
+        self.workspace.expire(DIALOG_HISTORY, DIALOG_ROLLING)
+        self.workspace.expire(ACTIVATED_MEMORY_SLICES, RECALL_SOURCE)
+        if restore:
+            self.rolling.restore_context()
+
+    # -- forgetting ----------------------------------------------------------------
+
+    def forget_messages(self, message_ids: Sequence[str]) -> int:
+        """Forget messages wherever they are (a unit, the window): their text leaves every
+        path - reading, recall, context, exports - and the slices that held them are
+        summarised again from what remains. One transaction, recorded without content.
+        Returns how many were found."""
+        forgotten = self.service.forget_messages(self.namespace, message_ids)
+        self.forget_context()
+        return forgotten
+
+    def forget_slice(self, unit_id: str, slice_id: str) -> int:
+        """Forget a slice: its summary and every message it covers."""
+        forgotten = self.service.forget_slice(self.namespace, unit_id, slice_id)
+        self.forget_context()
+        return forgotten
+
+    def forget_unit(self, unit_id: str) -> None:
+        """Forget a whole unit (one memory session): deleted with its slices."""
+        self.service.forget_unit(self.namespace, unit_id)
+        self.forget_context()
 
     def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
         """R24: the resolved context as XML, ready for a prompt."""
@@ -259,7 +296,7 @@ class PartnerMemory:
             self.service.close()
             return
         self.wait()
-        self.service.forget(self)
+        self.service.release(self)
 
     def __enter__(self) -> PartnerMemory:
         return self

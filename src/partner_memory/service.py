@@ -19,7 +19,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from partner_memory.clock import Clock, system_clock
-from partner_memory.errors import ConfigurationError
+from partner_memory.errors import ConfigurationError, InvalidInputError, NotFoundError
+from partner_memory.model import check_text
 from partner_memory.recall.analyze import analyze
 from partner_memory.recall.engine import RecallEngine
 from partner_memory.recall.indexer import RECALL_CONSUMER, RecallIndexer
@@ -35,11 +36,13 @@ from partner_memory.rolling import (
     RollingSettings,
     SummarizerChain,
     TruncatingCompressor,
+    UsageMeter,
 )
 from partner_memory.rolling.consumers import ConsumerDispatcher, DurableConsumer
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore, open_store
+from partner_memory.store.base import Located, Resummary
 
 if TYPE_CHECKING:
     from partner_memory.memory import PartnerMemory
@@ -165,7 +168,7 @@ class MemoryService:
         with self._lock:
             return sorted(self._handles)
 
-    def forget(self, handle: PartnerMemory) -> None:
+    def release(self, handle: PartnerMemory) -> None:
         """Stop serving a handle (its namespace's memory stays in the store)."""
         with self._lock:
             if self._handles.get(handle.namespace) is handle:
@@ -178,6 +181,69 @@ class MemoryService:
         """Follow the rolling log of every namespace; the future ends when it has caught up."""
         self._start()
         return self.dispatcher.register(consumer)
+
+    # -- forgetting ---------------------------------------------------------------------
+
+    def forget_messages(self, namespace: str, message_ids: Sequence[str]) -> int:
+        """See `PartnerMemory.forget_messages`; the slices that held them are summarised
+        again (by this service's summariser) before the one forgetting transaction."""
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            raise InvalidInputError("no message to forget")
+        for given in ids:
+            check_text(given, "message id")
+        located = self.store.locate_messages(namespace, ids)
+        return self.store.forget_messages(
+            namespace, ids, self._resummaries(namespace, located), at=self.clock()
+        )
+
+    def forget_slice(self, namespace: str, unit_id: str, slice_id: str) -> int:
+        """Forget a slice's summary and every message of its range."""
+        found = self.store.get_slice(namespace, unit_id, slice_id)
+        if found is None:
+            raise NotFoundError(f"slice {slice_id!r} not found in unit {unit_id!r}")
+        covered = self.store.read_messages(namespace, unit_id, found.start_index, found.end_index)
+        if not covered:
+            return 0
+        return self.forget_messages(namespace, [m.id for m in covered])
+
+    def forget_unit(self, namespace: str, unit_id: str) -> None:
+        self.store.forget_unit(namespace, unit_id, at=self.clock())
+
+    def forget_namespace(self, namespace: str) -> None:
+        """Forget a namespace and everything in it; its handles here stop being served."""
+        self.store.forget_namespace(namespace, at=self.clock())
+        with self._lock:
+            handle = self._handles.pop(namespace, None)
+            self._watched.discard(namespace)
+        if handle is not None:
+            handle.forget_context(restore=False)
+
+    def _resummaries(self, namespace: str, located: Sequence[Located]) -> list[Resummary]:
+        gone: dict[str, set[int]] = {}
+        for place in located:
+            gone.setdefault(place.unit_id, set()).add(place.position)
+        changes: list[Resummary] = []
+        for unit_id, positions in gone.items():
+            for held in self.store.read_slices(namespace, unit_id):
+                if not any(held.start_index <= p < held.end_index for p in positions):
+                    continue
+                kept = [
+                    m
+                    for offset, m in enumerate(
+                        self.store.read_messages(
+                            namespace, unit_id, held.start_index, held.end_index
+                        )
+                    )
+                    if held.start_index + offset not in positions and m.content
+                ]
+                if not kept:
+                    changes.append(Resummary(unit_id, held.id, "", "forgotten"))
+                    continue
+                meter = UsageMeter(budget_s=self.settings.llm_budget_s)
+                summary = self.summarizer.summarize(self.compressor.compress(kept, meter), meter)
+                changes.append(Resummary(unit_id, held.id, summary.text, summary.summarizer))
+        return changes
 
     def reindex(self, namespace: str) -> int:
         """Rebuild the namespace's recall index from its units (after an import, a copy,

@@ -372,7 +372,10 @@ class DialogRolling:
             self._seen = self._store.log_head(self._namespace)
             recent = self._store.recent_slices(self._namespace, self.settings.restore_slices)
             for unit_id, memory_slice in reversed(recent):
-                self._workspace.register(dialog_history_block(unit_id, memory_slice, self.settings))
+                if memory_slice.summary:  # a forgotten slice has none
+                    self._workspace.register(
+                        dialog_history_block(unit_id, memory_slice, self.settings)
+                    )
         return len(recent)
 
     def sync_context(self) -> int:
@@ -386,8 +389,9 @@ class DialogRolling:
                 self._namespace, max(self._seen, head - newest), limit=newest
             )
             for entry in entries:
-                self._workspace.register(
-                    dialog_history_block(entry.unit.id, entry.slice, self.settings)
-                )
+                if entry.slice.summary:
+                    self._workspace.register(
+                        dialog_history_block(entry.unit.id, entry.slice, self.settings)
+                    )
                 self._seen = entry.seq
         return len(entries)

@@ -96,6 +96,23 @@ class RecallRow(NamedTuple):
     terms: str
 
 
+class Located(NamedTuple):
+    """Where a stored message is."""
+
+    message_id: str
+    unit_id: str
+    position: int
+
+
+class Resummary(NamedTuple):
+    """A slice's new summary, made from what remains of it after a forget."""
+
+    unit_id: str
+    slice_id: str
+    summary: str
+    summarizer: str | None
+
+
 class RecallState(NamedTuple):
     """What a process holding a namespace's recall index in memory checks it against."""
 
@@ -367,6 +384,36 @@ class LogStore(Protocol):
         """Rebuild the namespace's recall rows from its units in one transaction (`analyze`
         gives a message's speaker and terms), set `consumer` to the log head and bump
         the generation. Returns the number of messages indexed."""
+        ...
+
+    def locate_messages(self, namespace: str, message_ids: Sequence[str]) -> list[Located]:
+        """Where the stored ones among `message_ids` are (unit and position)."""
+        ...
+
+    def forget_messages(
+        self,
+        namespace: str,
+        message_ids: Sequence[str],
+        resummaries: Sequence[Resummary],
+        *,
+        at: int,
+    ) -> int:
+        """In one transaction: blank the stored messages (the rows keep their ids and
+        positions), drop them from the window and the recall rows, give the slices
+        their new summaries, move the namespace's generation on and record the forget.
+        Returns how many were found; NotFoundError when none was."""
+        ...
+
+    def forget_unit(self, namespace: str, unit_id: str, *, at: int) -> None:
+        """Delete a unit, its messages, slices, recall rows and log entries; recorded."""
+        ...
+
+    def forget_namespace(self, namespace: str, *, at: int) -> None:
+        """Delete a namespace and everything in it; recorded (by name) in `forget_log`."""
+        ...
+
+    def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
+        """(kind, target, at) of the namespace's forgets, newest first - never content."""
         ...
 
     def log_head(self, namespace: str) -> int:

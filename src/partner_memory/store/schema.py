@@ -213,5 +213,14 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         )""",
         "CREATE INDEX recall_docs_by_seq ON recall_docs (namespace_id, seq, unit_pk, position)",
         "ALTER TABLE namespaces ADD COLUMN recall_generation BIGINT NOT NULL DEFAULT 0",
+        # what was forgotten and when - never the content - so an operator can show it
+        """CREATE TABLE forgets (
+            pk {serial},
+            namespace TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            at BIGINT NOT NULL
+        )""",
+        "CREATE INDEX forgets_by_namespace ON forgets (namespace, pk)",
     ),
 )

@@ -29,7 +29,7 @@ from partner_memory.store.sql_base import (
     unit_from_row,
 )
 from partner_memory.store.sql_dump import DumpSql
-from partner_memory.store.sql_recall import RecallSql
+from partner_memory.store.sql_forget import ForgetSql
 
 __all__ = ["MIGRATIONS", "SCHEMA_TABLE", "SqlStore"]
 
@@ -57,7 +57,7 @@ def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
     return clauses, params
 
 
-class SqlStore(RecallSql, DumpSql):
+class SqlStore(ForgetSql, DumpSql):
     """Shared implementation of `MemoryStore` over a DB-API connection."""
 
     # -- schema ------------------------------------------------------------------

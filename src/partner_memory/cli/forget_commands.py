@@ -1,0 +1,99 @@
+"""`partner-memory forget ...`: remove memory from every path, one transaction each."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from partner_memory.cli import render
+from partner_memory.cli.app import Db, Namespace, app, opened_store
+from partner_memory.cli.errors import reported
+from partner_memory.errors import InvalidInputError
+from partner_memory.memory import PartnerMemory
+from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
+from partner_memory.store import MemoryStore
+
+forget = typer.Typer(
+    help="Forget messages, a slice, a unit or a namespace: the text leaves every path"
+    " (reading, recall, context, exports, summaries); what was forgotten and when is recorded.",
+    no_args_is_help=True,
+)
+app.add_typer(forget, name="forget")
+
+
+def _memory(store: MemoryStore, namespace: str) -> PartnerMemory:
+    return PartnerMemory(store, namespace, idle_timer=False, create=False)
+
+
+@forget.command("message")
+def forget_message(
+    message_ids: Annotated[list[str], typer.Argument(help="Message ids.", show_default=False)],
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+) -> None:
+    """Forget messages; the slices that held them are summarised again from the rest."""
+    with reported(), opened_store(db, write=True) as store:
+        memory = _memory(store, namespace)
+        try:
+            count = memory.forget_messages(message_ids)
+        finally:
+            memory.close()
+        render.console.print(f"forgot {count} message(s) in {namespace!r}")
+
+
+@forget.command("slice")
+def forget_slice(
+    unit: Annotated[str, typer.Argument(help="Unit id, or its first characters.")],
+    slice_id: Annotated[
+        str, typer.Argument(metavar="SLICE", help="Slice id, or its first characters.")
+    ],
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+) -> None:
+    """Forget a slice: its summary and every message it covers."""
+    with reported(), opened_store(db, write=True) as store:
+        memory = _memory(store, namespace)
+        try:
+            unit = memory.core.resolve_unit_id(unit)
+            slice_id = memory.core.resolve_slice_id(unit, slice_id)
+            count = memory.forget_slice(unit, slice_id)
+        finally:
+            memory.close()
+        render.console.print(f"forgot slice {slice_id} and its {count} message(s)")
+
+
+@forget.command("unit")
+def forget_unit(
+    unit: Annotated[str, typer.Argument(help="Unit id, or its first characters.")],
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+) -> None:
+    """Forget a whole unit (one memory session) with its slices."""
+    with reported(), opened_store(db, write=True) as store:
+        memory = _memory(store, namespace)
+        try:
+            unit = memory.core.resolve_unit_id(unit)
+            memory.forget_unit(unit)
+        finally:
+            memory.close()
+        render.console.print(f"forgot unit {unit}")
+
+
+@forget.command("namespace")
+def forget_namespace(
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    yes: Annotated[bool, typer.Option("--yes", help="Really forget all of it.")] = False,
+) -> None:
+    """Forget a namespace and everything in it."""
+    with reported():
+        if not yes:
+            raise InvalidInputError(f"forgetting all of {namespace!r} needs --yes")
+        with opened_store(db, write=True) as store:
+            memory = _memory(store, namespace)
+            try:
+                memory.service.forget_namespace(namespace)
+            finally:
+                memory.close()
+        render.console.print(f"forgot namespace {namespace!r}")

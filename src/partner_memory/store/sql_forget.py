@@ -1,0 +1,170 @@
+"""Shared SQL for forgetting: each forget one transaction, recorded without its content.
+
+A forgotten message stays a row at its position, with its id (so a replay
+never stores it again) and no text: slice ranges stay valid and the slices
+that held it get the summaries the caller made from what remains. A
+forgotten unit or namespace is deleted. Either way the recall rows go with
+it, the window loses it, and the namespace's generation moves on, so every
+process rebuilds what it derived (its recall index, its context blocks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from partner_memory.errors import NotFoundError
+from partner_memory.store.base import Located, Resummary
+from partner_memory.store.sql_base import Cursor
+from partner_memory.store.sql_recall import RecallSql
+from partner_memory.store.sql_window import chunks, in_list
+
+#: What a forgotten message's metadata says instead of what it said.
+FORGOTTEN_METADATA = '{"forgotten": true}'
+
+
+class ForgetSql(RecallSql):
+    """Forget verbs of `MemoryStore`."""
+
+    def locate_messages(self, namespace: str, message_ids: Sequence[str]) -> list[Located]:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            rows = self._messages_among(
+                cur, message_ids, "m.message_id, u.unit_id, m.position", "?", namespace_id
+            )
+        return [Located(str(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+    def forget_messages(
+        self,
+        namespace: str,
+        message_ids: Sequence[str],
+        resummaries: Sequence[Resummary],
+        *,
+        at: int,
+    ) -> int:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace, lock=True)
+            stored = self._messages_among(
+                cur, message_ids, "m.message_id, m.unit_pk, m.position", "?", namespace_id
+            )
+            for _, unit_pk, position in stored:
+                self._run(
+                    cur,
+                    "UPDATE messages SET content = '', metadata = ?"
+                    " WHERE unit_pk = ? AND position = ?",
+                    (FORGOTTEN_METADATA, unit_pk, position),
+                )
+                self._run(
+                    cur,
+                    "DELETE FROM recall_docs WHERE unit_pk = ? AND position = ?",
+                    (unit_pk, position),
+                )
+            found = {str(r[0]) for r in stored}
+            for chunk in chunks(list(message_ids)):
+                rows = self._run(
+                    cur,
+                    "SELECT message_id FROM trajectory WHERE namespace_id = ?"
+                    f" AND message_id IN {in_list(len(chunk))}",
+                    (namespace_id, *chunk),
+                ).fetchall()
+                found.update(str(r[0]) for r in rows)
+            self._remove_window(cur, namespace_id, list(message_ids))
+            if not found:
+                raise NotFoundError(
+                    f"message {message_ids[0]!r} not found in namespace {namespace!r}"
+                    if len(message_ids) == 1
+                    else f"none of the {len(message_ids)} messages is in namespace {namespace!r}"
+                )
+            for change in resummaries:
+                self._run(
+                    cur,
+                    "UPDATE slices SET summary = ?, summarizer = ? WHERE slice_id = ?"
+                    " AND unit_pk = (SELECT pk FROM units WHERE namespace_id = ? AND unit_id = ?)",
+                    (
+                        change.summary,
+                        change.summarizer,
+                        change.slice_id,
+                        namespace_id,
+                        change.unit_id,
+                    ),
+                )
+            self._moved_on(cur, namespace_id)
+            self._record(cur, namespace, "message", message_ids, at)
+        return len(found)
+
+    def forget_unit(self, namespace: str, unit_id: str, *, at: int) -> None:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace, lock=True)
+            row = self._run(
+                cur,
+                "SELECT pk, slice_count FROM units WHERE namespace_id = ? AND unit_id = ?",
+                (namespace_id, unit_id),
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"unit {unit_id!r} not found in namespace {namespace!r}")
+            unit_pk, slices = int(row[0]), int(row[1])
+            for table in ("recall_docs", "messages", "slices"):
+                self._run(cur, f"DELETE FROM {table} WHERE unit_pk = ?", (unit_pk,))
+            self._run(
+                cur,
+                "DELETE FROM rollings WHERE namespace_id = ? AND unit_id = ?",
+                (namespace_id, unit_id),
+            )
+            self._run(cur, "DELETE FROM units WHERE pk = ?", (unit_pk,))
+            self._run(
+                cur,
+                "UPDATE namespaces SET unit_count = unit_count - 1,"
+                " slice_count = slice_count - ? WHERE id = ?",
+                (slices, namespace_id),
+            )
+            self._moved_on(cur, namespace_id)
+            self._record(cur, namespace, "unit", [unit_id], at)
+
+    def forget_namespace(self, namespace: str, *, at: int) -> None:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace, lock=True)
+            by_unit = "unit_pk IN (SELECT pk FROM units WHERE namespace_id = ?)"
+            for table in ("recall_docs", "messages", "slices"):
+                self._run(cur, f"DELETE FROM {table} WHERE {by_unit}", (namespace_id,))
+            for table in (
+                "units",
+                "trajectory",
+                "activity",
+                "rollings",
+                "rolling_leases",
+                "consumers",
+            ):
+                self._run(cur, f"DELETE FROM {table} WHERE namespace_id = ?", (namespace_id,))
+            self._run(cur, "DELETE FROM namespaces WHERE id = ?", (namespace_id,))
+            self._record(cur, namespace, "namespace", [namespace], at)
+
+    def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
+        with self._transaction(write=False) as cur:
+            rows = self._run(
+                cur,
+                "SELECT kind, target, at FROM forgets WHERE namespace = ? ORDER BY pk DESC LIMIT ?",
+                (namespace, limit),
+            ).fetchall()
+        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+    def _moved_on(self, cur: Cursor, namespace_id: int) -> None:
+        self._run(
+            cur,
+            "UPDATE namespaces SET recall_generation = recall_generation + 1 WHERE id = ?",
+            (namespace_id,),
+        )
+
+    def _record(
+        self, cur: Cursor, namespace: str, kind: str, targets: Sequence[str], at: int
+    ) -> None:
+        rows: list[Any] = []
+        for target in targets:
+            rows += (namespace, kind, target, at)
+        for start in range(0, len(targets), 500):
+            count = min(500, len(targets) - start)
+            self._run(
+                cur,
+                "INSERT INTO forgets (namespace, kind, target, at) VALUES "
+                + ", ".join(["(?, ?, ?, ?)"] * count),
+                rows[start * 4 : (start + count) * 4],
+            )

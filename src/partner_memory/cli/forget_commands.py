@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -12,7 +14,6 @@ from partner_memory.cli.errors import reported
 from partner_memory.errors import InvalidInputError
 from partner_memory.memory import PartnerMemory
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
-from partner_memory.store import MemoryStore
 
 forget = typer.Typer(
     help="Forget messages, a slice, a unit or a namespace: the text leaves every path"
@@ -22,8 +23,15 @@ forget = typer.Typer(
 app.add_typer(forget, name="forget")
 
 
-def _memory(store: MemoryStore, namespace: str) -> PartnerMemory:
-    return PartnerMemory(store, namespace, idle_timer=False, create=False)
+@contextmanager
+def _memory(db: str, namespace: str) -> Iterator[PartnerMemory]:
+    """The namespace's memory over a writable store, errors reported, closed after."""
+    with reported(), opened_store(db, write=True) as store:
+        memory = PartnerMemory(store, namespace, idle_timer=False, create=False)
+        try:
+            yield memory
+        finally:
+            memory.close()
 
 
 @forget.command("message")
@@ -33,12 +41,8 @@ def forget_message(
     namespace: Namespace = DEFAULT_NAMESPACE,
 ) -> None:
     """Forget messages; the slices that held them are summarised again from the rest."""
-    with reported(), opened_store(db, write=True) as store:
-        memory = _memory(store, namespace)
-        try:
-            count = memory.forget_messages(message_ids)
-        finally:
-            memory.close()
+    with _memory(db, namespace) as memory:
+        count = memory.forget_messages(message_ids)
         render.console.print(f"forgot {count} message(s) in {namespace!r}")
 
 
@@ -52,14 +56,10 @@ def forget_slice(
     namespace: Namespace = DEFAULT_NAMESPACE,
 ) -> None:
     """Forget a slice: its summary and every message it covers."""
-    with reported(), opened_store(db, write=True) as store:
-        memory = _memory(store, namespace)
-        try:
-            unit = memory.core.resolve_unit_id(unit)
-            slice_id = memory.core.resolve_slice_id(unit, slice_id)
-            count = memory.forget_slice(unit, slice_id)
-        finally:
-            memory.close()
+    with _memory(db, namespace) as memory:
+        unit = memory.core.resolve_unit_id(unit)
+        slice_id = memory.core.resolve_slice_id(unit, slice_id)
+        count = memory.forget_slice(unit, slice_id)
         render.console.print(f"forgot slice {slice_id} and its {count} message(s)")
 
 
@@ -70,13 +70,9 @@ def forget_unit(
     namespace: Namespace = DEFAULT_NAMESPACE,
 ) -> None:
     """Forget a whole unit (one memory session) with its slices."""
-    with reported(), opened_store(db, write=True) as store:
-        memory = _memory(store, namespace)
-        try:
-            unit = memory.core.resolve_unit_id(unit)
-            memory.forget_unit(unit)
-        finally:
-            memory.close()
+    with _memory(db, namespace) as memory:
+        unit = memory.core.resolve_unit_id(unit)
+        memory.forget_unit(unit)
         render.console.print(f"forgot unit {unit}")
 
 
@@ -87,13 +83,9 @@ def forget_namespace(
     yes: Annotated[bool, typer.Option("--yes", help="Really forget all of it.")] = False,
 ) -> None:
     """Forget a namespace and everything in it."""
-    with reported():
-        if not yes:
+    if not yes:
+        with reported():
             raise InvalidInputError(f"forgetting all of {namespace!r} needs --yes")
-        with opened_store(db, write=True) as store:
-            memory = _memory(store, namespace)
-            try:
-                memory.service.forget_namespace(namespace)
-            finally:
-                memory.close()
+    with _memory(db, namespace) as memory:
+        memory.service.forget_namespace(namespace)
         render.console.print(f"forgot namespace {namespace!r}")

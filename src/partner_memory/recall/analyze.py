@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 from partner_memory import markers
@@ -55,14 +55,15 @@ def terms(text: str) -> list[str]:
     stem = _stemmer().stemWord
     found: list[str] = []
     for token in _TOKEN.findall(text.lower()):
-        if _CJK.search(token):
-            for part in re.split(f"({_CJK.pattern})", token):
-                if not part:
-                    continue
-                words = _cjk_words(part) if _CJK.fullmatch(part) else [part]
-                found += (w for w in words if w not in STOP_WORDS)
-        elif token not in STOP_WORDS:
-            found.append(token if token.isdigit() else stem(token))
+        if token.isascii() or not _CJK.search(token):
+            if token not in STOP_WORDS:
+                found.append(token if token.isdigit() else stem(token))
+            continue
+        for part in re.split(f"({_CJK.pattern})", token):
+            if not part:
+                continue
+            pieces = _cjk_words(part) if _CJK.fullmatch(part) else [part]
+            found += (w for w in pieces if w not in STOP_WORDS)
     return found
 
 
@@ -70,8 +71,13 @@ def date_terms(ms: int | None) -> list[str]:
     """A time as the words a question about it uses: day, month and year ("8 may 2023")."""
     if ms is None:
         return []
-    day = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return terms(day.strftime("%-d %B %Y"))
+    return list(_day_terms(ms // 86_400_000))
+
+
+@lru_cache(maxsize=4096)
+def _day_terms(day: int) -> tuple[str, ...]:
+    moment = datetime.fromtimestamp(day * 86_400, tz=UTC)
+    return tuple(terms(moment.strftime("%-d %B %Y")))
 
 
 def speaker_of(message: Message) -> str | None:

@@ -5,7 +5,8 @@ slices, LoCoMo's turns over and over, built through the bare store's bulk
 write) and for 10,000 namespaces of 100 messages, on SQLite and PostgreSQL:
 median and p99 (ms) of a rolling of 40 new messages, opening a memory, the
 first and the last page of `list_units`, reading a slice with its messages,
-`context()`, and the wall time of the `units` and `namespaces` commands;
+`context()`, recall (after a reindex, and the first search that loads the
+index), and the wall time of the `units` and `namespaces` commands;
 then bytes per message on disk. Then 20,000 turns recorded live into one
 namespace: does recording slow with its history? Then 2,000 open/roll/close cycles of
 `PartnerMemory` over one store: open connections, file descriptors and RSS
@@ -42,6 +43,14 @@ from partner_memory.store import MemoryStore, UnitWrite, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT_MESSAGES, UNIT_SLICES = 100, 5
+#: Questions of the kind LoCoMo asks, for recall timings.
+QUESTIONS = [
+    "When did Caroline go to the LGBTQ support group?",
+    "What does Melanie like to paint?",
+    "Where did they go camping last summer?",
+    "What books has Caroline read recently?",
+    "How many children does Melanie have?",
+]
 START = 1_600_000_000_000
 
 
@@ -121,6 +130,16 @@ def measure(database: str, namespace: str, repeat: int) -> dict[str, tuple[float
             lambda: (core.get_memory_slice(unit, one), core.read_slice_messages(unit, one)), repeat
         )
         out["context()"] = timed(memory.context, repeat)
+        # built by the bulk write, so indexed by a reindex; the first search then loads
+        # the namespace's index into memory, later ones only catch it up
+        began = time.perf_counter()
+        memory.service.reindex(namespace)
+        out["reindex (once)"] = ((time.perf_counter() - began) * 1000, float("nan"))
+        began = time.perf_counter()
+        memory.recall("summary of the trip", activate=False)
+        out["first recall (loads the index)"] = ((time.perf_counter() - began) * 1000, float("nan"))
+        questions = iter(QUESTIONS * (repeat // len(QUESTIONS) + 1))
+        out["recall, k=10"] = timed(lambda: memory.recall(next(questions), activate=False), repeat)
 
     def opening() -> None:
         PartnerMemory(store, namespace, idle_timer=False).close()

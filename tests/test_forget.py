@@ -13,7 +13,7 @@ from partner_memory.cli import app
 from partner_memory.interop import export_partner_state
 from partner_memory.store import MemoryStore
 
-SECRET = "4817"
+SECRET = "quokkaword"  # letters no id, hex or time can contain
 START = 1_700_000_000_000
 
 
@@ -65,7 +65,7 @@ def test_a_forgotten_message_is_on_no_path_and_its_slice_is_summarised_again(
 def test_forgetting_a_window_message_and_a_whole_slice(store: MemoryStore, tmp_path: Path) -> None:
     with PartnerMemory(store, "agent", idle_timer=False) as memory:
         said = _converse(memory)
-        late = Message("user", f"New PIN {SECRET}9", timestamp=START + 5000)
+        late = Message("user", f"New PIN {SECRET}s", timestamp=START + 5000)
         memory.record_messages([late])
         assert memory.forget_messages([late.id]) == 1
         assert list(memory.trajectory.snapshot()) == []

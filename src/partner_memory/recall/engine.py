@@ -129,18 +129,26 @@ class RecallEngine:
     ) -> RecallResult:
         found: list[RecalledMessage] = []
         slices: dict[tuple[str, str], RecalledSlice] = {}
+        places = [cast(tuple[str | None, int], hit.key) for hit in hits]
+        wanted: dict[str, list[int]] = {}
+        for unit_id, position in places:
+            if unit_id is not None:
+                wanted.setdefault(unit_id, []).append(position)
+        stored: dict[tuple[str, int], Message] = {}
         unit_slices: dict[str, list[MemorySlice]] = {}
-        for hit in hits:
-            unit_id, position = cast(tuple[str | None, int], hit.key)
+        for unit_id, positions in wanted.items():  # one read per unit, not per hit
+            first, last = min(positions), max(positions)
+            rows = self._store.read_messages(namespace, unit_id, first, last + 1)
+            stored.update(((unit_id, first + i), m) for i, m in enumerate(rows))
+            unit_slices[unit_id] = self._store.read_slices(namespace, unit_id)
+        for hit, (unit_id, position) in zip(hits, places, strict=True):
             if unit_id is None:
                 found.append(RecalledMessage(window[position], None, None, hit.score))
                 continue
-            stored = self._store.read_messages(namespace, unit_id, position, position + 1)
-            if not stored:  # forgotten meanwhile
+            message = stored.get((unit_id, position))
+            if message is None or not message.content:  # forgotten meanwhile
                 continue
-            found.append(RecalledMessage(stored[0], unit_id, position, hit.score))
-            if unit_id not in unit_slices:
-                unit_slices[unit_id] = self._store.read_slices(namespace, unit_id)
+            found.append(RecalledMessage(message, unit_id, position, hit.score))
             for memory_slice in unit_slices[unit_id]:
                 if memory_slice.start_index <= position < memory_slice.end_index:
                     slices.setdefault(

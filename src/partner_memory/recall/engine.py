@@ -136,11 +136,11 @@ class RecallEngine:
                 wanted.setdefault(unit_id, []).append(position)
         stored: dict[tuple[str, int], Message] = {}
         unit_slices: dict[str, list[MemorySlice]] = {}
-        for unit_id, positions in wanted.items():  # one read per unit, not per hit
-            first, last = min(positions), max(positions)
-            rows = self._store.read_messages(namespace, unit_id, first, last + 1)
+        ranges = [(u, min(p), max(p) + 1) for u, p in wanted.items()]
+        excerpts = self._store.read_excerpts(namespace, ranges)  # one transaction
+        for (unit_id, first, _), (rows, held) in zip(ranges, excerpts, strict=True):
             stored.update(((unit_id, first + i), m) for i, m in enumerate(rows))
-            unit_slices[unit_id] = self._store.read_slices(namespace, unit_id)
+            unit_slices[unit_id] = held
         for hit, (unit_id, position) in zip(hits, places, strict=True):
             if unit_id is None:
                 found.append(RecalledMessage(window[position], None, None, hit.score))

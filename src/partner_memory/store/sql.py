@@ -310,24 +310,41 @@ class SqlStore(ForgetSql, DumpSql):
     def read_messages(self, namespace: str, unit_id: str, start: int, end: int) -> list[Message]:
         with self._transaction(write=False) as cur:
             unit_pk = self._unit_pk(cur, namespace, unit_id)
-            if unit_pk is None:
-                return []
-            rows = self._run(
-                cur,
-                f"SELECT {MESSAGE_COLUMNS} FROM messages"
-                " WHERE unit_pk = ? AND position >= ? AND position < ? ORDER BY position",
-                (unit_pk, start, end),
-            ).fetchall()
-        return [message_from_row(r) for r in rows]
+            return [] if unit_pk is None else self._messages_in(cur, unit_pk, start, end)
 
     def read_slices(self, namespace: str, unit_id: str) -> list[MemorySlice]:
         with self._transaction(write=False) as cur:
             unit_pk = self._unit_pk(cur, namespace, unit_id)
-            if unit_pk is None:
-                return []
-            rows = self._run(
-                cur, _SLICE_COLUMNS + " WHERE unit_pk = ? ORDER BY timestamp, pk", (unit_pk,)
-            ).fetchall()
+            return [] if unit_pk is None else self._slices_of(cur, unit_pk)
+
+    def read_excerpts(
+        self, namespace: str, ranges: Sequence[tuple[str, int, int]]
+    ) -> list[tuple[list[Message], list[MemorySlice]]]:
+        found: list[tuple[list[Message], list[MemorySlice]]] = []
+        with self._transaction(write=False) as cur:
+            for unit_id, start, end in ranges:
+                unit_pk = self._unit_pk(cur, namespace, unit_id)
+                if unit_pk is None:
+                    found.append(([], []))
+                    continue
+                found.append(
+                    (self._messages_in(cur, unit_pk, start, end), self._slices_of(cur, unit_pk))
+                )
+        return found
+
+    def _messages_in(self, cur: Cursor, unit_pk: int, start: int, end: int) -> list[Message]:
+        rows = self._run(
+            cur,
+            f"SELECT {MESSAGE_COLUMNS} FROM messages"
+            " WHERE unit_pk = ? AND position >= ? AND position < ? ORDER BY position",
+            (unit_pk, start, end),
+        ).fetchall()
+        return [message_from_row(r) for r in rows]
+
+    def _slices_of(self, cur: Cursor, unit_pk: int) -> list[MemorySlice]:
+        rows = self._run(
+            cur, _SLICE_COLUMNS + " WHERE unit_pk = ? ORDER BY timestamp, pk", (unit_pk,)
+        ).fetchall()
         return [slice_from_row(r) for r in rows]
 
     def get_slice(self, namespace: str, unit_id: str, slice_id: str) -> MemorySlice | None:

@@ -32,6 +32,12 @@ def split(content: str) -> tuple[str | None, str]:
     return None, content
 
 
+def source_name(marker: str) -> str:
+    """The name a source marker gives: `[USER: Mei]` -> Mei, `[Caroline]` -> Caroline."""
+    name = marker.split("]", maxsplit=1)[0].lstrip("[")
+    return name.split(":", 1)[-1].strip() or name
+
+
 def with_status(marker: str | None, status: str) -> str:
     """Status markers follow the identity marker: `[[AGENT]: self]: [COMPRESSED]`."""
     base = marker or UNKNOWN_MARKER

@@ -89,8 +89,7 @@ def speaker_of(message: Message) -> str | None:
     marker, _ = markers.split(message.content)
     if marker is None or marker.startswith(markers.AGENT_MARKER):
         return None
-    name = marker.strip("[]").rpartition(":")[2].strip(" []")
-    return name or None
+    return markers.source_name(marker) or None
 
 
 def analyze(message: Message) -> tuple[str | None, str]:

@@ -76,8 +76,7 @@ def _speaker(marker: str | None, role: str, lang: str) -> str:
         return role
     if marker.startswith(markers.AGENT_MARKER):
         return "我" if lang == "zh" else "I"
-    name = marker.split("]")[0].lstrip("[")
-    return name.split(":", 1)[-1].strip() or name
+    return markers.source_name(marker)
 
 
 def _tokens(text: str) -> list[str]:

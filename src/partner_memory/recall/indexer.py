@@ -10,6 +10,8 @@ from __future__ import annotations
 from partner_memory.model import LogEntry
 from partner_memory.recall.analyze import analyze
 from partner_memory.store.base import LogTransaction
+from partner_memory.store.sql_base import values_clause
+from partner_memory.store.sql_recall import RECALL_COLUMNS, RECALL_CONFLICT
 
 #: The consumer's name in the `consumers` table; the index's position is kept under it.
 RECALL_CONSUMER = "recall"
@@ -40,12 +42,12 @@ class RecallIndexer:
             speaker, terms = analyze(message)
             rows += (unit_pk, first + offset, namespace_id, entry.seq, speaker, message.timestamp)
             rows.append(terms)
+        width = len(RECALL_COLUMNS.split(", "))
         for start in range(0, len(entry.messages), ROWS_PER_STATEMENT):
             count = min(ROWS_PER_STATEMENT, len(entry.messages) - start)
             tx.execute(
-                "INSERT INTO recall_docs (unit_pk, position, namespace_id, seq, speaker,"
-                " timestamp, terms) VALUES "
-                + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * count)
-                + " ON CONFLICT (unit_pk, position) DO NOTHING",
-                rows[start * 7 : (start + count) * 7],
+                f"INSERT INTO recall_docs ({RECALL_COLUMNS}) VALUES "
+                + values_clause(count, width)
+                + RECALL_CONFLICT,
+                rows[start * width : (start + count) * width],
             )

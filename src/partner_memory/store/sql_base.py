@@ -141,6 +141,29 @@ class SqlBase(ABC):
         cur.execute(self.dialect.sql(query), params)
         return cur
 
+    def _insert_rows(
+        self,
+        cur: Cursor,
+        table: str,
+        columns: str,
+        rows: Sequence[Sequence[Any]],
+        *,
+        on_conflict: str = "",
+    ) -> None:
+        """Multi-row INSERTs of `rows`, chunked to stay within every driver's parameter limit."""
+        width = len(columns.split(", "))
+        per_chunk = max(1, (ROWS_PER_INSERT * 7) // width)
+        for start in range(0, len(rows), per_chunk):
+            chunk = rows[start : start + per_chunk]
+            params: list[Any] = [value for row in chunk for value in row]
+            self._run(
+                cur,
+                f"INSERT INTO {table} ({columns}) VALUES "
+                + values_clause(len(chunk), width)
+                + on_conflict,
+                params,
+            )
+
     def _namespace_id(self, cur: Cursor, namespace: str, *, lock: bool = False) -> int:
         query = "SELECT id FROM namespaces WHERE name = ?" + (
             self.dialect.lock_clause if lock else ""

@@ -9,17 +9,14 @@ consumer positions - arrives exactly as it was, in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.store.base import NamespaceDump
 from partner_memory.store.sql_base import (
-    ROWS_PER_INSERT,
     Cursor,
     SqlBase,
     message_key,
-    values_clause,
 )
 
 _UNIT = "unit_id, timestamp, message_count, slice_count"
@@ -120,9 +117,9 @@ class DumpSql(SqlBase):
                     ).fetchone()[0]
                 )
             messages = [(pks[str(r[0])], message_key(str(r[2])), *r[1:]) for r in dump.messages]
-            self._insert(cur, "messages", "unit_pk, id_key, " + _MESSAGE, messages)
+            self._insert_rows(cur, "messages", "unit_pk, id_key, " + _MESSAGE, messages)
             slices = [(pks[str(r[0])], nid, *r[1:]) for r in dump.slices]
-            self._insert(cur, "slices", "unit_pk, namespace_id, " + _SLICE, slices)
+            self._insert_rows(cur, "slices", "unit_pk, namespace_id, " + _SLICE, slices)
             by_namespace = [
                 ("trajectory", _WINDOW, dump.window),
                 (
@@ -134,16 +131,4 @@ class DumpSql(SqlBase):
                 ("consumers", _CONSUMER, dump.consumers),
             ]
             for table, columns, rows in by_namespace:
-                self._insert(cur, table, "namespace_id, " + columns, [(nid, *r) for r in rows])
-
-    def _insert(self, cur: Cursor, table: str, columns: str, rows: Sequence[Sequence[Any]]) -> None:
-        width = len(columns.split(", "))
-        per_chunk = max(1, (ROWS_PER_INSERT * 7) // width)
-        for start in range(0, len(rows), per_chunk):
-            chunk = rows[start : start + per_chunk]
-            params: list[Any] = [value for row in chunk for value in row]
-            self._run(
-                cur,
-                f"INSERT INTO {table} ({columns}) VALUES " + values_clause(len(chunk), width),
-                params,
-            )
+                self._insert_rows(cur, table, "namespace_id, " + columns, [(nid, *r) for r in rows])

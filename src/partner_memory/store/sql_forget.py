@@ -11,7 +11,6 @@ process rebuilds what it derived (its recall index, its context blocks).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from partner_memory.errors import NotFoundError
 from partner_memory.store.base import Located, Resummary
@@ -157,14 +156,5 @@ class ForgetSql(RecallSql):
     def _record(
         self, cur: Cursor, namespace: str, kind: str, targets: Sequence[str], at: int
     ) -> None:
-        rows: list[Any] = []
-        for target in targets:
-            rows += (namespace, kind, target, at)
-        for start in range(0, len(targets), 500):
-            count = min(500, len(targets) - start)
-            self._run(
-                cur,
-                "INSERT INTO forgets (namespace, kind, target, at) VALUES "
-                + ", ".join(["(?, ?, ?, ?)"] * count),
-                rows[start * 4 : (start + count) * 4],
-            )
+        rows = [(namespace, kind, target, at) for target in targets]
+        self._insert_rows(cur, "forgets", "namespace, kind, target, at", rows)

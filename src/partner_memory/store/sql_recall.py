@@ -13,11 +13,13 @@ from typing import Any
 from partner_memory.errors import NotFoundError
 from partner_memory.model import Message
 from partner_memory.store.base import RecallRow, RecallState
-from partner_memory.store.sql_base import MESSAGE_COLUMNS, ROWS_PER_INSERT, message_from_row
+from partner_memory.store.sql_base import MESSAGE_COLUMNS, message_from_row
 from partner_memory.store.sql_log import LogSql
 
-#: Columns of a recall row as inserted.
+#: Columns of a recall row as inserted...
 RECALL_COLUMNS = "unit_pk, position, namespace_id, seq, speaker, timestamp, terms"
+#: ...where a row already there (a message indexed twice) is left as it is.
+RECALL_CONFLICT = " ON CONFLICT (unit_pk, position) DO NOTHING"
 
 
 class RecallSql(LogSql):
@@ -76,7 +78,9 @@ class RecallSql(LogSql):
                     values.append(
                         (unit_pk, row[5], namespace_id, 0, speaker, message.timestamp, terms)
                     )
-                self._insert_recall(cur, values)
+                self._insert_rows(
+                    cur, "recall_docs", RECALL_COLUMNS, values, on_conflict=RECALL_CONFLICT
+                )
                 indexed += len(values)
             head = self._run(
                 cur, "SELECT rolling_seq FROM namespaces WHERE id = ?", (namespace_id,)
@@ -94,15 +98,3 @@ class RecallSql(LogSql):
                 (namespace_id,),
             )
         return indexed
-
-    def _insert_recall(self, cur: Any, values: list[tuple[Any, ...]]) -> None:
-        per_chunk = ROWS_PER_INSERT
-        for start in range(0, len(values), per_chunk):
-            chunk = values[start : start + per_chunk]
-            self._run(
-                cur,
-                f"INSERT INTO recall_docs ({RECALL_COLUMNS}) VALUES "
-                + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
-                + " ON CONFLICT (unit_pk, position) DO NOTHING",
-                [v for row in chunk for v in row],
-            )

@@ -224,11 +224,11 @@ class PartnerMemory:
         Rollings committed by other processes since the last call come in first, and
         after a forget (here or elsewhere) the blocks are rebuilt from what remains.
         """
-        generation = self.core.store.recall_state(self.namespace, RECALL_CONSUMER).generation
-        if generation != self._generation:
-            self._generation = generation
+        state = self.core.store.recall_state(self.namespace, RECALL_CONSUMER)
+        if state.generation != self._generation:
+            self._generation = state.generation
             self.forget_context()
-        self.rolling.sync_context()
+        self.rolling.sync_context(state.head)
         return self.workspace.resolve(domains)
 
     def forget_context(self, *, restore: bool = True) -> None:

@@ -378,10 +378,13 @@ class DialogRolling:
                     )
         return len(recent)
 
-    def sync_context(self) -> int:
-        """Bring in the dialog_history of rollings committed since, by any process (R19)."""
+    def sync_context(self, head: int | None = None) -> int:
+        """Bring in the dialog_history of rollings committed since, by any process (R19).
+
+        `head` is the namespace's newest rolling, when the caller has just read it."""
         with self._context_lock:
-            head = self._store.log_head(self._namespace)
+            if head is None:
+                head = self._store.log_head(self._namespace)
             if head <= self._seen:
                 return 0
             newest = self.settings.restore_slices  # far behind: only the newest count

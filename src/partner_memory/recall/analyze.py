@@ -92,7 +92,13 @@ def speaker_of(message: Message) -> str | None:
     return markers.source_name(marker) or None
 
 
+def message_terms(message: Message) -> tuple[str | None, list[str]]:
+    """A message as the index sees it: its speaker, and the terms of its text (marker
+    included) and of its date."""
+    return speaker_of(message), terms(message.content) + date_terms(message.timestamp)
+
+
 def analyze(message: Message) -> tuple[str | None, str]:
-    """A stored message as the recall index keeps it: its speaker and its terms (the
-    words of its text, marker included, and of its date), space-separated."""
-    return speaker_of(message), " ".join(terms(message.content) + date_terms(message.timestamp))
+    """`message_terms` as the recall rows store them: terms space-separated."""
+    speaker, words = message_terms(message)
+    return speaker, " ".join(words)

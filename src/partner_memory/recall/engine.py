@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import cast
 
 from partner_memory.errors import InvalidInputError
 from partner_memory.model import MemorySlice, Message, check_text
-from partner_memory.recall.analyze import analyze, date_terms, speaker_of, terms
+from partner_memory.recall.analyze import message_terms, terms
 from partner_memory.recall.index import Doc, Hit, RecallIndex
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.recall.results import RecalledMessage, RecalledSlice, RecallResult
@@ -64,17 +65,11 @@ class RecallEngine:
             raise InvalidInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
         index = self._current(namespace)
         window = self._store.load_trajectory(namespace).messages
-        with index.including([self._window_doc(i, m) for i, m in enumerate(window)]):
+        with index.including([self._doc(None, _WINDOW, i, m) for i, m in enumerate(window)]):
             hits = index.search(
                 terms(query), k=k, speaker=index.named_speaker(query), since=since, until=until
             )
         return self._resolve(namespace, query, hits, window)
-
-    def _window_doc(self, position: int, message: Message) -> Doc:
-        words = terms(message.content) + date_terms(message.timestamp)
-        return Doc(
-            (None, position), _WINDOW, position, words, speaker_of(message), message.timestamp
-        )
 
     def _current(self, namespace: str) -> RecallIndex:
         state = self._store.recall_state(namespace, RECALL_CONSUMER)
@@ -110,7 +105,7 @@ class RecallEngine:
                     first = entry.slice.start_index
                     held.index.add(
                         [
-                            self._stored_doc(entry.unit.id, first + i, m)
+                            self._doc(entry.unit.id, entry.unit.id, first + i, m)
                             for i, m in enumerate(entry.messages)
                         ]
                     )
@@ -118,11 +113,9 @@ class RecallEngine:
         return held.index
 
     @staticmethod
-    def _stored_doc(unit_id: str, position: int, message: Message) -> Doc:
-        speaker, words = analyze(message)
-        return Doc(
-            (unit_id, position), unit_id, position, words.split(), speaker, message.timestamp
-        )
+    def _doc(unit_id: str | None, unit: Hashable, position: int, message: Message) -> Doc:
+        speaker, words = message_terms(message)
+        return Doc((unit_id, position), unit, position, words, speaker, message.timestamp)
 
     def _resolve(
         self, namespace: str, query: str, hits: list[Hit], window: list[Message]

@@ -88,7 +88,7 @@ def _already_recorded(
     return set(known), held
 
 
-def _close_quiet_gaps(memory: PartnerMemory, held: TrajectoryState) -> TrajectoryState:
+def _close_quiet_gaps(memory: PartnerMemory, held: TrajectoryState) -> None:
     """Roll, conversation by conversation, a window that spans a quiet gap.
 
     A replay killed while an idle rolling was in flight leaves the next
@@ -109,7 +109,7 @@ def _close_quiet_gaps(memory: PartnerMemory, held: TrajectoryState) -> Trajector
             None,
         )
         if gap is None:
-            return held
+            return
         memory.wait()
         memory.roll_now(idle=True, through=messages[gap - 1].id)
         held = memory.core.store.load_trajectory(memory.namespace)

@@ -18,6 +18,7 @@ from partner_memory.cli.errors import reported
 from partner_memory.core import MAX_PAGE_SIZE, MemoryCore
 from partner_memory.errors import InvalidInputError
 from partner_memory.interop import copy_memory, export_partner_state, import_partner_state
+from partner_memory.memory import PartnerMemory
 from partner_memory.model import check_timestamp, plain
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE, StoreSettings
 from partner_memory.store import MemoryStore, open_store
@@ -80,6 +81,16 @@ def opened_store(db: str, *, write: bool) -> Iterator[MemoryStore]:
         yield store
     finally:
         store.close()
+
+
+@contextmanager
+def opened_memory(db: str, namespace: str, *, write: bool) -> Iterator[PartnerMemory]:
+    """An existing namespace's memory for one command (no idle timer), closed after."""
+    with (
+        opened_store(db, write=write) as store,
+        PartnerMemory(store, namespace, idle_timer=False, create=False) as memory,
+    ):
+        yield memory
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from partner_memory.cli import render
-from partner_memory.cli.app import Db, Namespace, app, opened_store
+from partner_memory.cli.app import Db, Namespace, app, opened_memory
 from partner_memory.cli.errors import reported
 from partner_memory.errors import InvalidInputError
 from partner_memory.memory import PartnerMemory
@@ -25,13 +25,9 @@ app.add_typer(forget, name="forget")
 
 @contextmanager
 def _memory(db: str, namespace: str) -> Iterator[PartnerMemory]:
-    """The namespace's memory over a writable store, errors reported, closed after."""
-    with reported(), opened_store(db, write=True) as store:
-        memory = PartnerMemory(store, namespace, idle_timer=False, create=False)
-        try:
-            yield memory
-        finally:
-            memory.close()
+    """The namespace's memory over a writable store, errors reported."""
+    with reported(), opened_memory(db, namespace, write=True) as memory:
+        yield memory
 
 
 @forget.command("message")

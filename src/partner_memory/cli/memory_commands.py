@@ -15,7 +15,7 @@ from rich.table import Table
 
 from partner_memory import markers
 from partner_memory.cli import render
-from partner_memory.cli.app import Db, Json, Namespace, app, opened_store
+from partner_memory.cli.app import Db, Json, Namespace, app, opened_memory, opened_store
 from partner_memory.cli.errors import reported
 from partner_memory.config import Settings
 from partner_memory.context import Domain
@@ -180,16 +180,12 @@ def context(
 ) -> None:
     """Print the resolved context (dialog_history of the newest slices) as XML."""
     domains = _domains(domain)
-    with reported(), opened_store(db, write=False) as store:
-        memory = PartnerMemory(store, namespace, idle_timer=False, create=False)
-        try:
-            if as_json:
-                blocks = [block.to_dict() for block in memory.context(domains)]
-                render.print_json({"namespace": namespace, "blocks": blocks})
-            else:
-                print(memory.context_xml(domains))
-        finally:
-            memory.close()
+    with reported(), opened_memory(db, namespace, write=False) as memory:
+        if as_json:
+            blocks = [block.to_dict() for block in memory.context(domains)]
+            render.print_json({"namespace": namespace, "blocks": blocks})
+        else:
+            print(memory.context_xml(domains))
 
 
 @app.command()

@@ -10,9 +10,8 @@ from rich.table import Table
 
 from partner_memory import markers
 from partner_memory.cli import render
-from partner_memory.cli.app import Db, Json, Namespace, app, epoch_ms, opened_store
+from partner_memory.cli.app import Db, Json, Namespace, app, epoch_ms, opened_memory
 from partner_memory.cli.errors import reported
-from partner_memory.memory import PartnerMemory
 from partner_memory.recall.engine import MAX_K
 from partner_memory.recall.results import RecallResult
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
@@ -31,12 +30,8 @@ def recall(
     """Find the messages that best match QUERY, and the slices that hold them."""
     with reported():
         bounds = epoch_ms(since, "--since"), epoch_ms(until, "--until")
-        with opened_store(db, write=False) as store:
-            memory = PartnerMemory(store, namespace, idle_timer=False, create=False)
-            try:
-                found = memory.recall(query, k=k, since=bounds[0], until=bounds[1])
-            finally:
-                memory.close()
+        with opened_memory(db, namespace, write=False) as memory:
+            found = memory.recall(query, k=k, since=bounds[0], until=bounds[1])
         if as_json:
             render.print_json({"namespace": namespace} | found.to_dict())
             return
@@ -62,10 +57,6 @@ def _hits_table(found: RecallResult) -> Table:
 @app.command()
 def reindex(db: Db = DEFAULT_DATABASE, namespace: Namespace = DEFAULT_NAMESPACE) -> None:
     """Rebuild a namespace's recall index from its units (the units are the truth)."""
-    with reported(), opened_store(db, write=True) as store:
-        memory = PartnerMemory(store, namespace, idle_timer=False, create=False)
-        try:
-            count = memory.service.reindex(namespace)
-        finally:
-            memory.close()
+    with reported(), opened_memory(db, namespace, write=True) as memory:
+        count = memory.service.reindex(namespace)
         render.console.print(f"reindexed {namespace!r}: {count:,} messages")

@@ -27,8 +27,11 @@ from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 K1, B = 1.5, 0.75
 #: Neighbours on each side counted into a message's document, and their weight.
@@ -190,6 +193,8 @@ class RecallIndex:
     ) -> list[Hit]:
         """The `k` best messages for the query terms, best first; only messages that
         share a term with the query (or sit beside one) are returned."""
+        import numpy as np  # on first search: commands that never search start without it
+
         with self._lock:
             n = len(self._keys)
             if n == 0 or k <= 0:

@@ -7,6 +7,10 @@ Each request takes the next scripted behaviour (or the default):
   ("malformed", _)    200 with a body that is not JSON
   ("empty", _)        200 with empty content
   ("trickle", seconds) 200 with a valid answer sent one byte every `seconds`
+
+A POST to /v1/embeddings answers with `embed(text)` for each input (a
+deterministic bag of letters: texts sharing letters point the same way),
+unless `embeddings_status` is set, then with that HTTP status.
 """
 
 from __future__ import annotations
@@ -19,8 +23,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+def embed(text: str) -> list[float]:
+    """Letter counts, a-z: a toy meaning that texts sharing letters share."""
+    return [float(text.lower().count(chr(ord("a") + i))) for i in range(26)]
+
+
 class FakeLLM:
     def __init__(self) -> None:
+        self.embeddings_status: int | None = None
         self.script: deque[tuple[str, Any]] = deque()
         self.requests: list[dict[str, Any]] = []
         self.default: tuple[str, Any] = ("ok", "I noted what we talked about.")
@@ -34,6 +44,9 @@ class FakeLLM:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 owner.requests.append({"path": self.path, "body": body})
+                if self.path.endswith("/embeddings"):
+                    self._embeddings(body)
+                    return
                 kind, arg = owner.script.popleft() if owner.script else owner.default
                 if kind == "slow":
                     time.sleep(arg)
@@ -67,6 +80,23 @@ class FakeLLM:
                         },
                     }
                     self._send(200, json.dumps(payload).encode())
+
+            def _embeddings(self, body: dict[str, Any]) -> None:
+                if owner.embeddings_status is not None:
+                    self._send(owner.embeddings_status, b'{"error": {"message": "scripted"}}')
+                    return
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                data = [
+                    {"object": "embedding", "index": i, "embedding": embed(t)}
+                    for i, t in enumerate(texts)
+                ]
+                payload = {
+                    "object": "list",
+                    "data": data,
+                    "model": body.get("model", "m"),
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                }
+                self._send(200, json.dumps(payload).encode())
 
             def _trickle(self, pause: float) -> None:
                 payload = {

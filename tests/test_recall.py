@@ -167,8 +167,9 @@ LOCOMO = Path(__file__).parent.parent.parent / "shared" / "data" / "locomo-dev"
 
 @pytest.mark.skipif(not (LOCOMO / "conv-26.json").exists(), reason="LoCoMo dev files absent")
 def test_bench_locomo_through_the_whole_pipeline(tmp_path: Path) -> None:
-    """Ingested, rolled, indexed by the consumer, recalled: the figures the scorer alone
-    reaches, and well above plain BM25 over single turns."""
+    """Ingested, rolled, indexed by the consumer, recalled: the issue's targets with the
+    default offline install (words and the static embedder), meaning adding to words,
+    and well above plain BM25 over single turns."""
     import json
     import os
 
@@ -176,11 +177,13 @@ def test_bench_locomo_through_the_whole_pipeline(tmp_path: Path) -> None:
     done = CliRunner().invoke(app, ["bench", "locomo", str(directory), "--json"])
     assert done.exit_code == 0, done.output
     report = json.loads(done.output)
-    ours, plain = report["systems"]
+    ours, words, plain = report["systems"]
+    assert [s["name"] for s in report["systems"]] == ["recall", "recall, words", "BM25 turns"]
     assert report["questions"] > 700
     assert ours["recall_at"]["5"]["all"] >= 0.70
-    assert ours["recall_at"]["10"]["all"] >= 0.78
+    assert ours["recall_at"]["10"]["all"] >= 0.79
     assert ours["recall_at"]["25"]["all"] >= 0.85
+    assert ours["recall_at"]["10"]["all"] > words["recall_at"]["10"]["all"] + 0.005
     assert ours["recall_at"]["10"]["all"] > plain["recall_at"]["10"]["all"] + 0.1
     empty = CliRunner().invoke(app, ["bench", "locomo", str(tmp_path)])
     assert empty.exit_code == 4

@@ -1,8 +1,9 @@
 """One settings object for the whole library, read from PARTNER_MEMORY_* when asked.
 
 `Settings.from_env()` gathers where memory lives (`StoreSettings`), which LLM
-summarises (`LLMSettings`, None offline) and every number of rolling
-(`RollingSettings`, PARTNER_MEMORY_ROLLING_*), each validated with an error
+summarises (`LLMSettings`, None offline), every number of rolling
+(`RollingSettings`, PARTNER_MEMORY_ROLLING_*) and which embedder recall
+uses (`EmbeddingSettings`), each validated with an error
 naming the variable. The CLI, `PartnerMemory.open` and `MemoryService.open`
 all read it, so one environment means the same thing everywhere.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.rolling.llm import LLMSettings
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.settings import StoreSettings
@@ -22,6 +24,7 @@ class Settings:
     store: StoreSettings
     llm: LLMSettings | None
     rolling: RollingSettings
+    embeddings: EmbeddingSettings
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -29,4 +32,5 @@ class Settings:
             store=StoreSettings.from_env(environ),
             llm=LLMSettings.from_env(environ),
             rolling=RollingSettings.from_env(environ),
+            embeddings=EmbeddingSettings.from_env(environ),
         )

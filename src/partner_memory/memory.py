@@ -20,6 +20,7 @@ from partner_memory.context import ContextWorkspace, Domain, ResolvedBlock, rend
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message, RollingTotals
 from partner_memory.recall.context import ACTIVATED_MEMORY_SLICES, RECALL_SOURCE, activated_block
+from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.recall.results import RecallResult
 from partner_memory.rolling import (
@@ -69,10 +70,12 @@ class PartnerMemory:
         restore_context: bool = True,
         owns_store: bool = False,
         create: bool = True,
+        embeddings: EmbeddingSettings | None = None,
     ) -> None:
         """A memory with a service of its own (one rolling worker), closed with it."""
         service = MemoryService(
             store,
+            embeddings=embeddings,
             llm=llm,
             summarizers=summarizers,
             compressor=compressor,

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import ConfigurationError, InvalidInputError, NotFoundError
 from partner_memory.model import check_text
-from partner_memory.recall.analyze import analyze
+from partner_memory.recall.analyze import RecallAnalysis
+from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.engine import RecallEngine
 from partner_memory.recall.indexer import RECALL_CONSUMER, RecallIndexer
 from partner_memory.rolling import (
@@ -68,6 +69,7 @@ class MemoryService:
         idle_timer: bool = True,
         rolling_workers: int = DEFAULT_ROLLING_WORKERS,
         owns_store: bool = False,
+        embeddings: EmbeddingSettings | None = None,
     ) -> None:
         self.store = store
         self.settings = settings or RollingSettings()
@@ -86,9 +88,12 @@ class MemoryService:
         self._stop = threading.Event()
         self._scheduler: threading.Thread | None = None
         self._closed = False
-        self.recall = RecallEngine(store)
+        #: How messages become recall rows: terms, and vectors from the embedder that
+        #: `embeddings` chooses (the static model when not given).
+        self.analysis = RecallAnalysis((embeddings or EmbeddingSettings()).embedder())
+        self.recall = RecallEngine(store, self.analysis)
         if not store.read_only:  # a read-only store is searched from the log (RecallEngine)
-            self.register_consumer(RecallIndexer())
+            self.register_consumer(RecallIndexer(self.analysis))
 
     def _summarizers(self, given: Sequence[MessageSummarizer] | None) -> list[MessageSummarizer]:
         if given is not None:
@@ -120,6 +125,7 @@ class MemoryService:
         store = open_store(database or env.store.database, busy_timeout=env.store.busy_timeout)
         options.setdefault("llm", env.llm)
         options.setdefault("settings", env.rolling)
+        options.setdefault("embeddings", env.embeddings)
         try:
             return cls(store, owns_store=True, **options)
         except BaseException:
@@ -248,7 +254,7 @@ class MemoryService:
     def reindex(self, namespace: str) -> int:
         """Rebuild the namespace's recall index from its units (after an import, a copy,
         or to apply a new analysis); returns the number of messages indexed."""
-        return self.store.reindex_recall(namespace, RECALL_CONSUMER, analyze)
+        return self.store.reindex_recall(namespace, RECALL_CONSUMER, self.analysis)
 
     def catch_up(self) -> None:
         """Let durable consumers process every rolling they have not yet, and wait for it."""

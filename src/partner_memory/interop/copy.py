@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.model import Record
-from partner_memory.recall.analyze import analyze
+from partner_memory.recall.analyze import default_analysis
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.store.base import MemoryStore
 
@@ -64,7 +64,8 @@ def copy_memory(
     for name in names:
         dump = source.export_namespace(name)
         destination.import_namespace(dump)
-        destination.reindex_recall(name, RECALL_CONSUMER, analyze)  # derived: rebuilt there
+        # derived data: rebuilt there
+        destination.reindex_recall(name, RECALL_CONSUMER, default_analysis())
         copied = CopiedNamespace(name, len(dump.units), len(dump.messages), len(dump.rollings))
         report.namespaces.append(copied)
         report.units += copied.units

@@ -21,7 +21,7 @@ from partner_memory.interop.partner_state import (
     read_partner_state,
 )
 from partner_memory.model import MemoryUnit, Message, Record, check_namespace
-from partner_memory.recall.analyze import analyze
+from partner_memory.recall.analyze import default_analysis
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.rolling.increment import by_content, resolve_increment
 from partner_memory.store.base import MemoryStore, UnitWrite
@@ -135,7 +135,7 @@ def import_partner_state(
     ):
         store.write_units(namespace, state.memory_session_id, writes, trajectory=trajectory)
         if writes:  # units written without a rolling: the recall index learns them here
-            store.reindex_recall(namespace, RECALL_CONSUMER, analyze)
+            store.reindex_recall(namespace, RECALL_CONSUMER, default_analysis())
     return report
 
 

@@ -10,12 +10,14 @@ happens in Python, so every backend indexes exactly the same terms.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 from partner_memory import markers
 from partner_memory.model import Message
+from partner_memory.recall.embed import NO_EMBEDDER, Embedder, EmbeddingSettings, pack
 
 if TYPE_CHECKING:
     import Stemmer
@@ -102,3 +104,27 @@ def analyze(message: Message) -> tuple[str | None, str]:
     """`message_terms` as the recall rows store them: terms space-separated."""
     speaker, words = message_terms(message)
     return speaker, " ".join(words)
+
+
+class RecallAnalysis:
+    """Messages to recall rows: terms as above, and vectors from the embedder (if any),
+    made in one batch. The indexer, reindex, imports and copies all use one."""
+
+    def __init__(self, embedder: Embedder | None) -> None:
+        self.embedder = embedder
+
+    @property
+    def embedder_name(self) -> str:
+        return self.embedder.name if self.embedder is not None else NO_EMBEDDER
+
+    def rows(self, messages: Sequence[Message]) -> list[tuple[str | None, str, bytes | None]]:
+        analysed = [analyze(m) for m in messages]
+        vectors: list[bytes | None] = [None] * len(messages)
+        if self.embedder is not None and messages:
+            vectors = list(pack(self.embedder.embed([m.content for m in messages])))
+        return [(s, t, v) for (s, t), v in zip(analysed, vectors, strict=True)]
+
+
+def default_analysis() -> RecallAnalysis:
+    """With the embedder the environment chooses (`EmbeddingSettings.from_env`)."""
+    return RecallAnalysis(EmbeddingSettings.from_env().embedder())

@@ -7,23 +7,31 @@ search only. So everything recorded before a search is found by it, in any
 process, whether or not the indexer has caught up - and a read-only store
 can be searched too. A reindex bumps the namespace's generation, and a held
 index of an older generation is rebuilt.
+
+Meaning is compared only when the namespace's vectors were made by this
+engine's embedder; otherwise (or when the embeddings endpoint fails) the
+search is by words alone.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from partner_memory.errors import InvalidInputError
+from partner_memory.errors import InvalidInputError, LLMError
 from partner_memory.model import MemorySlice, Message, check_text
-from partner_memory.recall.analyze import message_terms, terms
+from partner_memory.recall.analyze import RecallAnalysis, terms
 from partner_memory.recall.index import Doc, Hit, RecallIndex
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.recall.results import RecalledMessage, RecalledSlice, RecallResult
-from partner_memory.store.base import MemoryStore
+from partner_memory.store.base import MemoryStore, RecallState
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Most hits one recall returns.
 MAX_K = 100
@@ -32,6 +40,8 @@ HELD_INDEXES = 32
 #: The window's messages form a unit of their own while a search runs.
 _WINDOW = ("window",)
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class _Held:
@@ -39,12 +49,23 @@ class _Held:
     index: RecallIndex = field(default_factory=RecallIndex)
     #: Everything up to this log sequence number is in `index` (-1: nothing yet).
     loaded: int = -1
+    #: The window as last searched, analysed, by message id: a search analyses (and
+    #: embeds) only what was recorded since.
+    window: dict[tuple[str, str], Doc] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class RecallEngine:
-    def __init__(self, store: MemoryStore, *, capacity: int = HELD_INDEXES) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        analysis: RecallAnalysis | None = None,
+        *,
+        capacity: int = HELD_INDEXES,
+    ) -> None:
         self._store = store
+        self._analysis = analysis or RecallAnalysis(None)
+        self._words_only = RecallAnalysis(None)
         self._capacity = capacity
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self._lock = threading.Lock()
@@ -63,16 +84,56 @@ class RecallEngine:
             raise InvalidInputError("query must not be empty")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
-        index = self._current(namespace)
+        state = self._store.recall_state(namespace, RECALL_CONSUMER)
+        analysis = self._for(state)
+        held = self._current(namespace, state, analysis)
+        index = held.index
         window = self._store.load_trajectory(namespace).messages
-        with index.including([self._doc(None, _WINDOW, i, m) for i, m in enumerate(window)]):
+        with index.including(self._window_docs(held, window, analysis)):
             hits = index.search(
-                terms(query), k=k, speaker=index.named_speaker(query), since=since, until=until
+                terms(query),
+                k=k,
+                speaker=index.named_speaker(query),
+                since=since,
+                until=until,
+                vector=self._query_vector(query, analysis),
             )
         return self._resolve(namespace, query, hits, window)
 
-    def _current(self, namespace: str) -> RecallIndex:
-        state = self._store.recall_state(namespace, RECALL_CONSUMER)
+    def _for(self, state: RecallState) -> RecallAnalysis:
+        """This engine's analysis if the namespace's vectors are its embedder's (or it
+        has none yet), else words only."""
+        own = self._analysis.embedder_name
+        return self._analysis if state.embedder in (None, own) else self._words_only
+
+    @staticmethod
+    def _query_vector(query: str, analysis: RecallAnalysis) -> np.ndarray | None:
+        if analysis.embedder is None:
+            return None
+        try:
+            vector: np.ndarray = analysis.embedder.embed([query])[0]
+        except LLMError as exc:
+            log.warning("recall by words only: %s", exc)
+            return None
+        return vector
+
+    def _window_docs(
+        self, held: _Held, window: Sequence[Message], analysis: RecallAnalysis
+    ) -> list[Doc]:
+        name = analysis.embedder_name
+        with held.lock:
+            known = {m.id: held.window[name, m.id] for m in window if (name, m.id) in held.window}
+        fresh = [m for m in window if m.id not in known]
+        made = self._docs(fresh, analysis, None, _WINDOW, 0)
+        known.update(zip((m.id for m in fresh), made, strict=True))
+        with held.lock:  # only the current window is kept: what left it is not held on to
+            held.window = {(name, m.id): known[m.id] for m in window}
+        return [
+            Doc((None, i), _WINDOW, i, d.terms, d.speaker, d.timestamp, d.vector)
+            for i, d in enumerate(known[m.id] for m in window)
+        ]
+
+    def _current(self, namespace: str, state: RecallState, analysis: RecallAnalysis) -> _Held:
         with self._lock:
             held = self._held.get(namespace)
             if held is None or held.generation != state.generation:
@@ -92,6 +153,7 @@ class RecallEngine:
                             r.terms.split(),
                             r.speaker,
                             r.timestamp,
+                            r.vector,
                         )
                         for r in rows
                     ]
@@ -102,20 +164,28 @@ class RecallEngine:
                 if not entries:
                     break
                 for entry in entries:
-                    first = entry.slice.start_index
-                    held.index.add(
-                        [
-                            self._doc(entry.unit.id, entry.unit.id, first + i, m)
-                            for i, m in enumerate(entry.messages)
-                        ]
-                    )
+                    unit_id, first = entry.unit.id, entry.slice.start_index
+                    held.index.add(self._docs(entry.messages, analysis, unit_id, unit_id, first))
                     held.loaded = entry.seq
-        return held.index
+        return held
 
-    @staticmethod
-    def _doc(unit_id: str | None, unit: Hashable, position: int, message: Message) -> Doc:
-        speaker, words = message_terms(message)
-        return Doc((unit_id, position), unit, position, words, speaker, message.timestamp)
+    def _docs(
+        self,
+        messages: Sequence[Message],
+        analysis: RecallAnalysis,
+        unit_id: str | None,
+        unit: Hashable,
+        first: int,
+    ) -> list[Doc]:
+        try:
+            rows = analysis.rows(messages)
+        except LLMError as exc:  # the embeddings endpoint failed: words still find them
+            log.warning("messages recalled by words only: %s", exc)
+            rows = self._words_only.rows(messages)
+        return [
+            Doc((unit_id, first + i), unit, first + i, words.split(), speaker, m.timestamp, vector)
+            for i, (m, (speaker, words, vector)) in enumerate(zip(messages, rows, strict=True))
+        ]
 
     def _resolve(
         self, namespace: str, query: str, hits: list[Hit], window: list[Message]

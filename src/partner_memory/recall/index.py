@@ -14,7 +14,10 @@ and the two BM25 scores, each divided by its maximum, are added at
 
 The index lives in memory and grows by appending; scoring is exhaustive
 over the postings of the query's terms with numpy, so its cost follows the
-number of messages the terms occur in.
+number of messages the terms occur in. When messages carry vectors
+(`recall.embed`), the best `DENSE_CANDIDATES` are rescored: each one's
+vector, with its neighbours' at the same half weight, is compared with the
+query's, and `DENSE_WEIGHT` times the min-max scaled cosine is added.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ NEIGHBOURS, NEIGHBOUR_WEIGHT = 2, 0.5
 UNIT_WEIGHT = 0.3
 #: Messages of the one participant a query names count this much more.
 SPEAKER_BOOST = 2.0
+#: Messages rescored by meaning, and the weight of the (min-max scaled) cosine: rescoring
+#: the words' top 100 measured as good as a full dense search.
+DENSE_CANDIDATES, DENSE_WEIGHT = 100, 0.3
 _NO_TIME = -1
 
 
@@ -55,6 +61,8 @@ class Doc:
     terms: Sequence[str]
     speaker: str | None = None
     timestamp: int | None = None
+    #: Its meaning as signed bytes (`recall.embed.pack`), if an embedder made one.
+    vector: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +83,13 @@ class RecallIndex:
         neighbour_weight: float = NEIGHBOUR_WEIGHT,
         unit_weight: float = UNIT_WEIGHT,
         speaker_boost: float = SPEAKER_BOOST,
+        dense_weight: float = DENSE_WEIGHT,
     ) -> None:
         self.neighbours = neighbours
         self.neighbour_weight = neighbour_weight
         self.unit_weight = unit_weight
         self.speaker_boost = speaker_boost
+        self.dense_weight = dense_weight
         self._lock = threading.RLock()
         self._keys: list[Hashable] = []
         self._unit_of = array("i")
@@ -94,6 +104,9 @@ class RecallIndex:
         self._postings: dict[str, tuple[array[int], array[float]]] = {}
         #: The last NEIGHBOURS messages added to each unit: (position, doc).
         self._tail: dict[int, list[tuple[int, int]]] = {}
+        #: Every message's vector, `dimensions` signed bytes each (zeros: none).
+        self._vectors = bytearray()
+        self.dimensions = 0
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -135,6 +148,14 @@ class RecallIndex:
         self._length.append(length)
         self._weighted.append(weighted)
         self._unit_length[unit] += length
+        if doc.vector is not None and not self.dimensions and not self._vectors:
+            self.dimensions = len(doc.vector)
+        if self.dimensions:
+            if len(self._vectors) < i * self.dimensions:  # messages before the first vector
+                self._vectors.extend(bytes(i * self.dimensions - len(self._vectors)))
+            vector = doc.vector
+            usable = vector is not None and len(vector) == self.dimensions
+            self._vectors += vector if vector is not None and usable else bytes(self.dimensions)
         for term, count in counts.items():
             docs, tfs = self._postings.setdefault(term, (array("i"), array("f")))
             docs.append(i)
@@ -162,6 +183,9 @@ class RecallIndex:
                     del column[size:]
                 del self._length[size:]
                 del self._weighted[size:]
+                del self._vectors[size * self.dimensions :]
+                if not self._vectors:
+                    self.dimensions = 0
                 for term in touched:
                     if term in before:
                         docs_, tfs = self._postings[term]
@@ -190,56 +214,17 @@ class RecallIndex:
         speaker: str | None = None,
         since: int | None = None,
         until: int | None = None,
+        vector: np.ndarray | None = None,
     ) -> list[Hit]:
         """The `k` best messages for the query terms, best first; only messages that
-        share a term with the query (or sit beside one) are returned."""
+        share a term with the query (or sit beside one) are returned. `vector` (the
+        query's meaning, from the embedder that made the messages') rescores the best."""
         import numpy as np  # on first search: commands that never search start without it
 
         with self._lock:
-            n = len(self._keys)
-            if n == 0 or k <= 0:
+            if not self._keys or k <= 0:
                 return []
-            unit_of = np.frombuffer(self._unit_of, dtype=np.int32)
-            position = np.frombuffer(self._position, dtype=np.int64)
-            weighted = np.frombuffer(self._weighted, dtype=np.float32)
-            unit_length = np.frombuffer(self._unit_length, dtype=np.float32)
-            score = np.zeros(n, dtype=np.float32)
-            unit_score = np.zeros(len(unit_length), dtype=np.float32)
-            average = float(weighted.mean()) or 1.0
-            unit_average = float(unit_length.mean()) or 1.0
-            for term in set(query):
-                if term not in self._postings:
-                    continue
-                docs_, tfs = self._postings[term]
-                docs = np.frombuffer(docs_, dtype=np.int32)
-                tf = np.frombuffer(tfs, dtype=np.float32)
-                counted = np.zeros(n, dtype=np.float32)
-                counted[docs] = tf
-                for step in (*range(-self.neighbours, 0), *range(1, self.neighbours + 1)):
-                    beside = docs + step
-                    inside = (beside >= 0) & (beside < n)
-                    beside, origin = beside[inside], docs[inside]
-                    same = (unit_of[beside] == unit_of[origin]) & (
-                        position[beside] == position[origin] + step
-                    )
-                    counted[beside[same]] += self.neighbour_weight * tf[inside][same]
-                hit = np.flatnonzero(counted)
-                score[hit] += _bm25(counted[hit], weighted[hit], average, n, len(hit))
-                in_unit = np.bincount(unit_of[docs], weights=tf, minlength=len(unit_length))
-                found = np.flatnonzero(in_unit)
-                unit_score[found] += _bm25(
-                    in_unit[found].astype(np.float32),
-                    unit_length[found],
-                    unit_average,
-                    len(unit_length),
-                    len(found),
-                )
-            if not score.any():
-                return []
-            final = score / score.max()
-            if unit_score.any() and self.unit_weight:
-                final += self.unit_weight * (unit_score / unit_score.max())[unit_of]
-            final[score == 0] = 0.0
+            final = self._by_words(set(query))
             if speaker is not None and speaker.lower() in self._speakers:
                 boosted = np.frombuffer(self._speaker_of, dtype=np.int32)
                 final[boosted == self._speakers[speaker.lower()]] *= self.speaker_boost
@@ -251,12 +236,93 @@ class RecallIndex:
                 if until is not None:
                     keep &= times < until
                 final[~keep] = 0.0
-            count = min(k, int(np.count_nonzero(final)))
-            if count == 0:
+            found = int(np.count_nonzero(final))
+            if found == 0:
                 return []
-            best = np.argpartition(-final, count - 1)[:count]
-            best = best[np.lexsort((best, -final[best]))]
+            dense = vector is not None and self._dense_ready(vector)
+            pool = min(found, max(k, DENSE_CANDIDATES) if dense else k)
+            best = np.argpartition(-final, pool - 1)[:pool]
+            if vector is not None and dense:
+                cosine = self._cosines(best, vector)
+                spread = float(cosine.max() - cosine.min())
+                if spread > 0:
+                    final[best] += self.dense_weight * (cosine - cosine.min()) / spread
+            best = best[np.lexsort((best, -final[best]))][: min(k, found)]
             return [Hit(self._keys[int(i)], float(final[i])) for i in best]
+
+    def _by_words(self, query: set[str]) -> np.ndarray:
+        """Each message's score by the query's words (zero: none of them, nor beside it)."""
+        import numpy as np
+
+        n = len(self._keys)
+        unit_of = np.frombuffer(self._unit_of, dtype=np.int32)
+        position = np.frombuffer(self._position, dtype=np.int64)
+        weighted = np.frombuffer(self._weighted, dtype=np.float32)
+        unit_length = np.frombuffer(self._unit_length, dtype=np.float32)
+        score = np.zeros(n, dtype=np.float32)
+        unit_score = np.zeros(len(unit_length), dtype=np.float32)
+        average = float(weighted.mean()) or 1.0
+        unit_average = float(unit_length.mean()) or 1.0
+        for term in query:
+            if term not in self._postings:
+                continue
+            docs_, tfs = self._postings[term]
+            docs = np.frombuffer(docs_, dtype=np.int32)
+            tf = np.frombuffer(tfs, dtype=np.float32)
+            counted = np.zeros(n, dtype=np.float32)
+            counted[docs] = tf
+            for step in (*range(-self.neighbours, 0), *range(1, self.neighbours + 1)):
+                beside = docs + step
+                inside = (beside >= 0) & (beside < n)
+                beside, origin = beside[inside], docs[inside]
+                same = (unit_of[beside] == unit_of[origin]) & (
+                    position[beside] == position[origin] + step
+                )
+                counted[beside[same]] += self.neighbour_weight * tf[inside][same]
+            hit = np.flatnonzero(counted)
+            score[hit] += _bm25(counted[hit], weighted[hit], average, n, len(hit))
+            in_unit = np.bincount(unit_of[docs], weights=tf, minlength=len(unit_length))
+            found = np.flatnonzero(in_unit)
+            unit_score[found] += _bm25(
+                in_unit[found].astype(np.float32),
+                unit_length[found],
+                unit_average,
+                len(unit_length),
+                len(found),
+            )
+        if not score.any():
+            return score
+        final: np.ndarray = score / score.max()
+        if unit_score.any() and self.unit_weight:
+            final += self.unit_weight * (unit_score / unit_score.max())[unit_of]
+        final[score == 0] = 0.0
+        return final
+
+    def _dense_ready(self, vector: np.ndarray) -> bool:
+        return bool(self.dense_weight and len(vector) == self.dimensions)
+
+    def _cosines(self, best: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        """Cosine of the query with each of `best`, read with its neighbours at half weight."""
+        import numpy as np
+
+        from partner_memory.recall.embed import unit_rows
+
+        n = len(self._keys)
+        unit_of = np.frombuffer(self._unit_of, dtype=np.int32)
+        position = np.frombuffer(self._position, dtype=np.int64)
+        matrix = np.frombuffer(self._vectors, dtype=np.int8).reshape(n, self.dimensions)
+        total = unit_rows(matrix[best].astype(np.float32))
+        for step in (*range(-self.neighbours, 0), *range(1, self.neighbours + 1)):
+            beside = best + step
+            inside = (beside >= 0) & (beside < n)
+            beside = np.where(inside, beside, best)
+            same = inside & (unit_of[beside] == unit_of[best])
+            same &= position[beside] == position[best] + step
+            near = unit_rows(matrix[beside[same]].astype(np.float32))
+            total[same] += self.neighbour_weight * near
+        query = unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+        result: np.ndarray = unit_rows(total) @ query
+        return result
 
 
 def _bm25(

@@ -7,16 +7,20 @@ delays the rows, and a search meanwhile reads the rolling from the log.
 
 from __future__ import annotations
 
+import logging
+
 from partner_memory.model import LogEntry
-from partner_memory.recall.analyze import analyze
+from partner_memory.recall.analyze import RecallAnalysis
 from partner_memory.store.base import LogTransaction
 from partner_memory.store.sql_base import values_clause
 from partner_memory.store.sql_recall import RECALL_COLUMNS, RECALL_CONFLICT
 
 #: The consumer's name in the `consumers` table; the index's position is kept under it.
 RECALL_CONSUMER = "recall"
-#: Rows per INSERT (7 parameters each, well below every driver's limit).
+#: Rows per INSERT (8 parameters each, well below every driver's limit).
 ROWS_PER_STATEMENT = 500
+
+log = logging.getLogger(__name__)
 
 
 class RecallIndexer:
@@ -24,24 +28,49 @@ class RecallIndexer:
 
     name = RECALL_CONSUMER
 
+    def __init__(self, analysis: RecallAnalysis) -> None:
+        self.analysis = analysis
+        self._words_only = RecallAnalysis(None)
+        self._warned: set[str] = set()
+
     def setup(self, tx: LogTransaction) -> None:
         """Nothing to create: the schema's migrations made the table."""
 
     def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
         found = tx.execute(
-            "SELECT u.pk, u.namespace_id FROM units u JOIN namespaces n"
+            "SELECT u.pk, u.namespace_id, n.recall_embedder FROM units u JOIN namespaces n"
             " ON n.id = u.namespace_id WHERE n.name = ? AND u.unit_id = ?",
             (entry.namespace, entry.unit.id),
         )
         if not found:  # the unit is gone (forgotten since): nothing to index
             return
-        unit_pk, namespace_id = found[0]
+        unit_pk, namespace_id, embedder = found[0]
+        own = self.analysis.embedder_name
+        if embedder is None:  # the namespace's first rows: its vectors are ours
+            tx.execute(
+                "UPDATE namespaces SET recall_embedder = ? WHERE id = ?", (own, namespace_id)
+            )
+            embedder = own
+        analysis = self.analysis
+        if embedder != own:
+            analysis = self._words_only
+            if entry.namespace not in self._warned:
+                self._warned.add(entry.namespace)
+                log.warning(
+                    "namespace %r holds vectors of %s, this service embeds with %s: new"
+                    " messages are indexed by words only until `partner-memory reindex`",
+                    entry.namespace,
+                    embedder,
+                    own,
+                )
         first = entry.slice.start_index
         rows: list[object] = []
-        for offset, message in enumerate(entry.messages):
-            speaker, terms = analyze(message)
+        analysed = analysis.rows(entry.messages)
+        for offset, (message, (speaker, terms, vector)) in enumerate(
+            zip(entry.messages, analysed, strict=True)
+        ):
             rows += (unit_pk, first + offset, namespace_id, entry.seq, speaker, message.timestamp)
-            rows.append(terms)
+            rows += (terms, vector)
         width = len(RECALL_COLUMNS.split(", "))
         for start in range(0, len(entry.messages), ROWS_PER_STATEMENT):
             count = min(ROWS_PER_STATEMENT, len(entry.messages) - start)

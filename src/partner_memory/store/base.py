@@ -94,6 +94,8 @@ class RecallRow(NamedTuple):
     timestamp: int | None
     #: Its analysed terms, space-separated.
     terms: str
+    #: Its meaning as signed bytes (`recall.embed`), None when no embedder made one.
+    vector: bytes | None = None
 
 
 class Located(NamedTuple):
@@ -122,6 +124,19 @@ class RecallState(NamedTuple):
     indexed: int
     #: ...and the namespace's newest rolling (the rest is read from the log).
     head: int
+    #: The embedder whose vectors the rows hold (None: nothing indexed yet).
+    embedder: str | None = None
+
+
+class RecallAnalyzer(Protocol):
+    """What turns messages into recall rows (`recall.analyze.RecallAnalysis`)."""
+
+    @property
+    def embedder_name(self) -> str: ...
+
+    def rows(self, messages: Sequence[Message]) -> list[tuple[str | None, str, bytes | None]]:
+        """Each message's speaker, space-separated terms and vector."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,11 +401,11 @@ class LogStore(Protocol):
         self,
         namespace: str,
         consumer: str,
-        analyze: Callable[[Message], tuple[str | None, str]],
+        analysis: RecallAnalyzer,
     ) -> int:
-        """Rebuild the namespace's recall rows from its units in one transaction (`analyze`
-        gives a message's speaker and terms), set `consumer` to the log head and bump
-        the generation. Returns the number of messages indexed."""
+        """Rebuild the namespace's recall rows from its units in one transaction (`analysis`
+        gives messages' speakers, terms and vectors), set `consumer` to the log head, record
+        the embedder and bump the generation. Returns the number of messages indexed."""
         ...
 
     def locate_messages(self, namespace: str, message_ids: Sequence[str]) -> list[Located]:

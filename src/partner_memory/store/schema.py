@@ -223,4 +223,14 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         )""",
         "CREATE INDEX forgets_by_namespace ON forgets (namespace, pk)",
     ),
+    # Step 6: recall's dense vectors - a stored message's meaning as signed bytes,
+    # beside its terms - and which embedder made a namespace's vectors (vectors of
+    # different models are never compared; NULL: nothing indexed yet).
+    (
+        PerBackend(
+            sqlite="ALTER TABLE recall_docs ADD COLUMN vector BLOB",
+            postgresql="ALTER TABLE recall_docs ADD COLUMN vector BYTEA",
+        ),
+        "ALTER TABLE namespaces ADD COLUMN recall_embedder TEXT",
+    ),
 )

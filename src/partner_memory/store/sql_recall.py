@@ -7,17 +7,15 @@ follows the rolling log, and `reindex_recall` rebuilds them from the units
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from partner_memory.errors import NotFoundError
-from partner_memory.model import Message
-from partner_memory.store.base import RecallRow, RecallState
+from partner_memory.store.base import RecallAnalyzer, RecallRow, RecallState
 from partner_memory.store.sql_base import MESSAGE_COLUMNS, message_from_row
 from partner_memory.store.sql_log import LogSql
 
 #: Columns of a recall row as inserted...
-RECALL_COLUMNS = "unit_pk, position, namespace_id, seq, speaker, timestamp, terms"
+RECALL_COLUMNS = "unit_pk, position, namespace_id, seq, speaker, timestamp, terms, vector"
 #: ...where a row already there (a message indexed twice) is left as it is.
 RECALL_CONFLICT = " ON CONFLICT (unit_pk, position) DO NOTHING"
 
@@ -29,33 +27,37 @@ class RecallSql(LogSql):
         with self._transaction(write=False) as cur:
             row = self._run(
                 cur,
-                "SELECT n.recall_generation, COALESCE(c.position, 0), n.rolling_seq"
+                "SELECT n.recall_generation, COALESCE(c.position, 0), n.rolling_seq,"
+                " n.recall_embedder"
                 " FROM namespaces n LEFT JOIN consumers c"
                 " ON c.namespace_id = n.id AND c.name = ? WHERE n.name = ?",
                 (consumer, namespace),
             ).fetchone()
         if row is None:
             raise NotFoundError(f"namespace {namespace!r} not found")
-        return RecallState(int(row[0]), int(row[1]), int(row[2]))
+        return RecallState(int(row[0]), int(row[1]), int(row[2]), row[3])
 
     def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             rows = self._run(
                 cur,
-                "SELECT u.unit_id, r.position, r.seq, r.speaker, r.timestamp, r.terms"
+                "SELECT u.unit_id, r.position, r.seq, r.speaker, r.timestamp, r.terms, r.vector"
                 " FROM recall_docs r JOIN units u ON u.pk = r.unit_pk"
                 " WHERE r.namespace_id = ? AND r.seq > ? AND r.seq <= ?"
                 " ORDER BY r.seq, r.unit_pk, r.position",
                 (namespace_id, after, through),
             ).fetchall()
-        return [RecallRow(str(r[0]), int(r[1]), int(r[2]), r[3], r[4], str(r[5])) for r in rows]
+        return [
+            RecallRow(str(r[0]), int(r[1]), int(r[2]), r[3], r[4], str(r[5]), _bytes_or_none(r[6]))
+            for r in rows
+        ]
 
     def reindex_recall(
         self,
         namespace: str,
         consumer: str,
-        analyze: Callable[[Message], tuple[str | None, str]],
+        analysis: RecallAnalyzer,
     ) -> int:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace, lock=True)
@@ -71,13 +73,13 @@ class RecallSql(LogSql):
                     " ORDER BY position",
                     (unit_pk,),
                 ).fetchall()
-                values: list[tuple[Any, ...]] = []
-                for row in rows:
-                    message = message_from_row(row[:5])
-                    speaker, terms = analyze(message)
-                    values.append(
-                        (unit_pk, row[5], namespace_id, 0, speaker, message.timestamp, terms)
+                messages = [message_from_row(row[:5]) for row in rows]
+                values: list[tuple[Any, ...]] = [
+                    (unit_pk, row[5], namespace_id, 0, speaker, message.timestamp, terms, vector)
+                    for row, message, (speaker, terms, vector) in zip(
+                        rows, messages, analysis.rows(messages), strict=True
                     )
+                ]
                 self._insert_rows(
                     cur, "recall_docs", RECALL_COLUMNS, values, on_conflict=RECALL_CONFLICT
                 )
@@ -94,7 +96,13 @@ class RecallSql(LogSql):
             )
             self._run(
                 cur,
-                "UPDATE namespaces SET recall_generation = recall_generation + 1 WHERE id = ?",
-                (namespace_id,),
+                "UPDATE namespaces SET recall_generation = recall_generation + 1,"
+                " recall_embedder = ? WHERE id = ?",
+                (analysis.embedder_name, namespace_id),
             )
         return indexed
+
+
+def _bytes_or_none(value: Any) -> bytes | None:
+    """A BLOB/BYTEA as bytes (PostgreSQL's driver gives a memoryview)."""
+    return None if value is None else bytes(value)

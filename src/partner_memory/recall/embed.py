@@ -1,0 +1,195 @@
+"""Dense similarity for recall: a text's meaning as a small vector.
+
+Recall ranks by words first (BM25); the best `DENSE_CANDIDATES` are then
+rescored with the cosine between the query's vector and each message's
+(read, like its words, together with its neighbours). Measured on the LoCoMo
+dev conversations this adds about one point of recall@10 (78.7 -> 80.1)
+with the default model: WordLlama's static embeddings, whose wheel ships
+the weights (no torch, no download; ~20 µs a message, 0.1 ms a query),
+truncated to 128 dimensions. Any OpenAI-compatible `/v1/embeddings`
+endpoint can be used instead.
+
+Vectors are stored as 128 signed bytes (each vector scaled by its largest
+component): cosines are computed after normalising again, so the scale
+needs no storing, and the loss is below what we can measure.
+
+Vectors made by different models cannot be compared, so the index remembers
+which embedder made a namespace's vectors (`Embedder.name`); a service with
+another embedder searches by words only until `reindex` rebuilds them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from partner_memory.errors import ConfigurationError, LLMError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: What a namespace's index records when its vectors were made by no embedder.
+NO_EMBEDDER = "none"
+#: Dimensions kept of the static model's vectors (its Matryoshka training keeps the
+#: leading ones meaningful): 128 measured as good as 256 at half the bytes.
+STATIC_DIMENSIONS = 128
+
+
+class Embedder(Protocol):
+    """Turns texts into vectors; `name` says which vectors can be compared."""
+
+    @property
+    def name(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One float32 row per text."""
+        ...
+
+
+class StaticEmbedder:
+    """WordLlama (`l2_supercat`), loaded from its own wheel on first use."""
+
+    def __init__(self, dimensions: int = STATIC_DIMENSIONS) -> None:
+        self.dimensions = dimensions
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return f"wordllama-l2_supercat-{self.dimensions}"
+
+    def _loaded(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                import wordllama
+
+                # The wheel carries the weights and tokenizer; cache_dir points the
+                # loader at them, and downloads are off: nothing leaves the machine.
+                self._model = wordllama.WordLlama.load(
+                    dim=256,
+                    trunc_dim=self.dimensions,
+                    cache_dir=Path(wordllama.__file__).parent,
+                    disable_download=True,
+                )
+            return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return np.asarray(self._loaded().embed(list(texts), norm=False), dtype=np.float32)
+
+
+class EndpointEmbedder:
+    """An OpenAI-compatible `/v1/embeddings` endpoint (the SDK does retries and timeouts);
+    every failure is an `LLMError`, like the chat client's."""
+
+    def __init__(self, settings: EmbeddingSettings) -> None:
+        import openai
+
+        self.settings = settings
+        self._client = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key,
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+
+    @property
+    def name(self) -> str:
+        return f"endpoint:{self.settings.model}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+        import openai
+
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        try:
+            answer = self._client.embeddings.create(model=self.settings.model, input=list(texts))
+            rows = sorted(answer.data, key=lambda d: d.index)
+            matrix = np.asarray([row.embedding for row in rows], dtype=np.float32)
+        except (openai.OpenAIError, ValueError, TypeError, AttributeError) as exc:
+            raise LLMError(f"embeddings endpoint failed: {type(exc).__name__}: {exc}") from exc
+        if matrix.ndim != 2 or len(matrix) != len(texts) or not np.isfinite(matrix).all():
+            raise LLMError(
+                f"embeddings endpoint returned {matrix.shape} values for {len(texts)} texts"
+            )
+        return matrix
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingSettings:
+    """Which embedder recall uses, read from PARTNER_MEMORY_EMBEDDINGS* when asked.
+
+    `PARTNER_MEMORY_EMBEDDINGS`: `static` (the default), `off`, or `endpoint` (also
+    chosen by setting `PARTNER_MEMORY_EMBEDDINGS_BASE_URL`, with `..._MODEL` and
+    optionally `..._API_KEY`)."""
+
+    kind: str = "static"
+    base_url: str = ""
+    model: str = ""
+    api_key: str = field(default="not-needed", repr=False)
+    timeout_s: float = 30.0
+    max_retries: int = 2
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> EmbeddingSettings:
+        env = os.environ if environ is None else environ
+        base_url = env.get("PARTNER_MEMORY_EMBEDDINGS_BASE_URL", "").strip()
+        kind = env.get("PARTNER_MEMORY_EMBEDDINGS", "").strip().lower()
+        kind = kind or ("endpoint" if base_url else "static")
+        if kind not in ("static", "off", "endpoint"):
+            raise ConfigurationError(
+                f"PARTNER_MEMORY_EMBEDDINGS must be static, off or endpoint, got {kind!r}"
+            )
+        if kind != "endpoint":
+            return cls(kind)
+        model = env.get("PARTNER_MEMORY_EMBEDDINGS_MODEL", "").strip()
+        if not base_url or not model:
+            raise ConfigurationError(
+                "embeddings from an endpoint need PARTNER_MEMORY_EMBEDDINGS_BASE_URL"
+                " and PARTNER_MEMORY_EMBEDDINGS_MODEL"
+            )
+        api_key = env.get("PARTNER_MEMORY_EMBEDDINGS_API_KEY", "").strip() or "not-needed"
+        return cls(kind, base_url, model, api_key)
+
+    def embedder(self) -> Embedder | None:
+        if self.kind == "off":
+            return None
+        if self.kind == "endpoint":
+            return EndpointEmbedder(self)
+        return _static()
+
+
+_STATIC: list[StaticEmbedder] = []
+
+
+def _static() -> StaticEmbedder:
+    """One static model per process (it is read-only and thread-safe once loaded)."""
+    if not _STATIC:
+        _STATIC.append(StaticEmbedder())
+    return _STATIC[0]
+
+
+def pack(matrix: np.ndarray) -> list[bytes]:
+    """Each row as signed bytes, scaled so its largest component is 127."""
+    import numpy as np
+
+    largest = np.abs(matrix).max(axis=1, keepdims=True) if len(matrix) else matrix
+    scaled = np.divide(matrix * 127.0, largest, out=np.zeros_like(matrix), where=largest > 0)
+    return [row.tobytes() for row in np.rint(scaled).astype(np.int8)]
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (rows of zeros stay zero)."""
+    import numpy as np
+
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    scaled: np.ndarray = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    return scaled

@@ -149,10 +149,17 @@ class AsyncPartnerMemory(_Closing):
         k: int = 10,
         since: int | None = None,
         until: int | None = None,
+        dates: bool = True,
         activate: bool = True,
     ) -> RecallResult:
         return await asyncio.to_thread(
-            self.sync.recall, query, k=k, since=since, until=until, activate=activate
+            self.sync.recall,
+            query,
+            k=k,
+            since=since,
+            until=until,
+            dates=dates,
+            activate=activate,
         )
 
     async def stats(self) -> RollingTotals:

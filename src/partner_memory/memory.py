@@ -274,14 +274,20 @@ class PartnerMemory:
         k: int = 10,
         since: int | None = None,
         until: int | None = None,
+        dates: bool = True,
         activate: bool = True,
     ) -> RecallResult:
         """The `k` messages that best match `query`, best first, stored or still in the
         window, with the slices that hold them; `since` (inclusive) and `until`
-        (exclusive) bound the messages' times (ms). Everything recorded before the
-        call is found, in whichever process it was recorded. With `activate`, what
-        was found goes into the context as the `activated_memory_slices` block."""
-        found = self.service.recall.recall(self.namespace, query, k=k, since=since, until=until)
+        (exclusive) bound the messages' times (ms). Without them, and with `dates`, a
+        date in the query ("yesterday", "in May 2023", "上周") bounds it instead,
+        relative to the namespace's newest message, and the rest of that time follows
+        what its words found. Everything recorded before the call is found, in
+        whichever process it was recorded. With `activate`, what was found goes into
+        the context as the `activated_memory_slices` block."""
+        found = self.service.recall.recall(
+            self.namespace, query, k=k, since=since, until=until, dates=dates
+        )
         block = activated_block(found, self.settings) if activate else None
         if block is not None:
             self.workspace.register(block)

@@ -25,13 +25,16 @@ def recall(
     k: Annotated[int, typer.Option("-k", help=f"How many messages (1-{MAX_K}).")] = 10,
     since: Annotated[str | None, typer.Option(help="Said at or after (ISO, or epoch ms).")] = None,
     until: Annotated[str | None, typer.Option(help="Said before (ISO, or epoch ms).")] = None,
+    dates: Annotated[
+        bool, typer.Option(help="Read a date in QUERY (yesterday, May 2023) as a time range.")
+    ] = True,
     as_json: Json = False,
 ) -> None:
     """Find the messages that best match QUERY, and the slices that hold them."""
     with reported():
         bounds = epoch_ms(since, "--since"), epoch_ms(until, "--until")
         with opened_memory(db, namespace, write=False) as memory:
-            found = memory.recall(query, k=k, since=bounds[0], until=bounds[1])
+            found = memory.recall(query, k=k, since=bounds[0], until=bounds[1], dates=dates)
         if as_json:
             render.print_json({"namespace": namespace} | found.to_dict())
             return
@@ -41,7 +44,12 @@ def recall(
 
 
 def _hits_table(found: RecallResult) -> Table:
-    table = Table(title=f"recall {found.query!r}", title_justify="left")
+    title = f"recall {found.query!r}"
+    if found.date_range is not None:
+        span = found.date_range
+        named = f"{span.cue!r}: " if span.cue else ""
+        title += f" ({named}{render.when(span.start_at)} - {render.when(span.end_at)})"
+    table = Table(title=escape(title), title_justify="left")
     table.add_column("score", justify="right")
     table.add_column("where", no_wrap=True)
     table.add_column("when (UTC)", no_wrap=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -25,9 +26,17 @@ from typing import TYPE_CHECKING, cast
 from partner_memory.errors import InvalidInputError, LLMError
 from partner_memory.model import MemorySlice, Message, check_text
 from partner_memory.recall.analyze import RecallAnalysis, terms
+from partner_memory.recall.dates import find_date_cue
 from partner_memory.recall.index import Doc, Hit, RecallIndex
 from partner_memory.recall.indexer import RECALL_CONSUMER
-from partner_memory.recall.results import RecalledMessage, RecalledSlice, RecallResult
+from partner_memory.recall.results import (
+    ONLY,
+    PREFERRED,
+    DateRange,
+    RecalledMessage,
+    RecalledSlice,
+    RecallResult,
+)
 from partner_memory.store.base import MemoryStore, RecallState
 
 if TYPE_CHECKING:
@@ -39,6 +48,11 @@ MAX_K = 100
 HELD_INDEXES = 32
 #: The window's messages form a unit of their own while a search runs.
 _WINDOW = ("window",)
+
+#: Words that ask about a time without saying what about ("what happened", "我们聊了什么").
+ASKING = frozenset(
+    terms("happen happened discuss talk talked say said mention chat tell told speak spoke do")
+) | {"聊", "说", "讨论", "发生", "什么", "做"}
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +92,7 @@ class RecallEngine:
         k: int = 10,
         since: int | None = None,
         until: int | None = None,
+        dates: bool = True,
     ) -> RecallResult:
         check_text(query, "query")
         if not query.strip():
@@ -89,16 +104,38 @@ class RecallEngine:
         held = self._current(namespace, state, analysis)
         index = held.index
         window = self._store.load_trajectory(namespace).messages
-        with index.including(self._window_docs(held, window, analysis)):
+        words = terms(query)
+        bounds = None
+        if since is not None or until is not None:
+            bounds = DateRange(None, since, until, ONLY)
+        elif dates:  # "yesterday" is the day before the namespace's newest message
+            times = [m.timestamp for m in window if m.timestamp is not None]
+            now = max([*times, index.newest or 0]) or int(time.time() * 1000)
+            cue = find_date_cue(query, now)
+            if cue is not None:
+                rest = set(terms(query.replace(cue.text, " "))) - ASKING
+                # nothing asked but the time ("what happened yesterday"): that time's
+                # messages; else the time is preferred, not required
+                mode = PREFERRED if rest else ONLY
+                bounds = DateRange(cue.text, cue.since, cue.until, mode)
+                if not rest:  # its own date words would rank by length: time order instead
+                    words = []
+        only = bounds is not None and bounds.mode == ONLY
+        span = (bounds.start_at, bounds.end_at) if bounds is not None else (None, None)
+        docs = self._window_docs(held, window, analysis)
+        vector = self._query_vector(query, analysis)
+        with index.including(docs):
             hits = index.search(
-                terms(query),
+                words,
                 k=k,
                 speaker=index.named_speaker(query),
-                since=since,
-                until=until,
-                vector=self._query_vector(query, analysis),
+                since=span[0] if only else None,
+                until=span[1] if only else None,
+                prefer=None if only or bounds is None else span,
+                vector=vector,
+                fill=only and bounds is not None and bounds.cue is not None,
             )
-        return self._resolve(namespace, query, hits, window)
+        return self._resolve(namespace, query, hits, window, bounds)
 
     def _for(self, state: RecallState) -> RecallAnalysis:
         """This engine's analysis if the namespace's vectors are its embedder's (or it
@@ -188,7 +225,12 @@ class RecallEngine:
         ]
 
     def _resolve(
-        self, namespace: str, query: str, hits: list[Hit], window: list[Message]
+        self,
+        namespace: str,
+        query: str,
+        hits: list[Hit],
+        window: list[Message],
+        bounds: DateRange | None,
     ) -> RecallResult:
         found: list[RecalledMessage] = []
         slices: dict[tuple[str, str], RecalledSlice] = {}
@@ -217,4 +259,4 @@ class RecallEngine:
                     slices.setdefault(
                         (unit_id, memory_slice.id), RecalledSlice(unit_id, memory_slice)
                     )
-        return RecallResult(query, found, list(slices.values()))
+        return RecallResult(query, found, list(slices.values()), bounds)

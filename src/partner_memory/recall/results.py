@@ -25,8 +25,28 @@ class RecalledSlice(Record):
     slice: MemorySlice
 
 
+#: Only messages of the range were recalled (the caller's since/until, or a query that
+#: asks for nothing but a time)...
+ONLY = "only"
+#: ...or they were preferred (a query's date beside what it asks about).
+PREFERRED = "preferred"
+
+
+@dataclass(frozen=True, slots=True)
+class DateRange(Record):
+    """The times a recall was bounded to: [start_at, end_at) in ms, either bound None when
+    open; `cue` the query's words that named it (None: the caller's since/until)."""
+
+    cue: str | None
+    start_at: int | None
+    end_at: int | None
+    mode: str = ONLY
+
+
 @dataclass(frozen=True, slots=True)
 class RecallResult(Record):
     query: str
     hits: list[RecalledMessage]
     slices: list[RecalledSlice]
+    #: None: the recall was not bounded in time.
+    date_range: DateRange | None = None

@@ -1,0 +1,130 @@
+"""Dates in queries: read relative to the namespace's own time, in English and Chinese;
+a query that asks for nothing but a time lists that time, otherwise the time is preferred."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from partner_memory import Message, PartnerMemory
+from partner_memory.recall.dates import find_date_cue
+from partner_memory.store import MemoryStore
+
+HOUR = 3_600_000
+
+
+def _ms(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+NOW = _ms("2023-08-20T12:00:00")  # a Sunday
+
+
+@pytest.mark.parametrize(
+    ("query", "cue", "since", "until"),
+    [
+        ("what happened yesterday", "yesterday", "2023-08-19", "2023-08-20"),
+        ("what did we discuss last week", "last week", "2023-08-07", "2023-08-14"),
+        ("what did Caroline do in May 2023", "in May 2023", "2023-05-01", "2023-06-01"),
+        ("notes of 2023-05-08", "of 2023-05-08", "2023-05-08", "2023-05-09"),
+        ("what happened on 8 May 2023", "on 8 May 2023", "2023-05-08", "2023-05-09"),
+        ("What did I say 3 days ago", "3 days ago", "2023-08-17", "2023-08-18"),
+        ("the hike last May", "May", "2023-05-01", "2023-06-01"),
+        ("plans for this month", "this month", "2023-08-01", "2023-09-01"),
+        ("did we go hiking in 2022?", "in 2022", "2022-01-01", "2023-01-01"),
+        ("上周我们聊了什么", "上周", "2023-08-07", "2023-08-14"),
+        ("昨天", "昨天", "2023-08-19", "2023-08-20"),
+        ("前天说了什么", "前天", "2023-08-18", "2023-08-19"),
+        ("2023年5月8日的会议", "2023年5月8", "2023-05-08", "2023-05-09"),
+    ],
+)
+def test_date_cues_become_the_range_they_name(query: str, cue: str, since: str, until: str) -> None:
+    found = find_date_cue(query, NOW)
+    assert found is not None
+    assert (found.text, found.since, found.until) == (cue, _ms(since), _ms(until))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "May I ask about the trip?",
+        "we talked about it",
+        "When did Melanie paint a sunrise?",
+        "how many times did she go",
+        "我们聊过猫吗",
+    ],
+)
+def test_words_that_only_look_like_dates_are_not_cues(query: str) -> None:
+    assert find_date_cue(query, NOW) is None
+
+
+def _three_days(memory: PartnerMemory) -> None:
+    day = _ms("2023-05-01T09:00:00")
+    memory.record_messages(
+        [
+            Message("user", "We baked sourdough bread together", timestamp=day),
+            Message("assistant", "The crust looked perfect", timestamp=day + HOUR),
+        ]
+    )
+    memory.record_messages(
+        [
+            Message("user", "I repaired the garden fence", timestamp=day + 24 * HOUR),
+            Message("assistant", "Did you bake anything after?", timestamp=day + 25 * HOUR),
+        ]
+    )
+    memory.roll_now()
+    memory.record_messages(  # the newest, still in the window: "today" is 3 May
+        [Message("user", "Bread again, with olives", timestamp=day + 48 * HOUR)]
+    )
+    memory.wait()
+
+
+def _texts(memory: PartnerMemory, query: str, **options: object) -> list[str]:
+    return [h.message.content for h in memory.recall(query, k=5, **options).hits]  # type: ignore[arg-type]
+
+
+def test_a_time_alone_lists_what_was_said_then(store: MemoryStore) -> None:
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        _three_days(memory)
+        yesterday = ["I repaired the garden fence", "Did you bake anything after?"]
+        assert _texts(memory, "what happened yesterday") == yesterday
+        assert _texts(memory, "昨天发生了什么") == yesterday
+        found = memory.recall("what did we talk about on 1 May 2023")
+        assert [h.message.content for h in found.hits] == [
+            "We baked sourdough bread together",
+            "The crust looked perfect",
+        ]
+        assert found.date_range is not None
+        assert found.date_range.to_dict() == {
+            "cue": "on 1 May 2023",
+            "start_at": _ms("2023-05-01"),
+            "end_at": _ms("2023-05-02"),
+            "mode": "only",
+        }
+        assert _texts(memory, "what happened today") == ["Bread again, with olives"]
+
+
+def test_a_time_beside_a_question_is_preferred_not_required(store: MemoryStore) -> None:
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        _three_days(memory)
+        for query, first, other in [
+            ("bread on 1 May 2023", "We baked sourdough bread together", "Bread again"),
+            ("bread today", "Bread again, with olives", "We baked sourdough bread"),
+        ]:
+            found = memory.recall(query, k=5)
+            texts = [h.message.content for h in found.hits]
+            assert texts[0] == first
+            assert any(t.startswith(other) for t in texts)  # preferred, not filtered
+            assert found.date_range is not None
+            assert found.date_range.mode == "preferred"
+
+
+def test_given_bounds_win_and_dates_can_be_off(store: MemoryStore) -> None:
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        _three_days(memory)
+        assert memory.recall("bread yesterday", dates=False).date_range is None
+        found = memory.recall("bread yesterday", since=_ms("2023-05-03"))
+        assert found.date_range is not None
+        assert (found.date_range.cue, found.date_range.mode) == (None, "only")
+        assert [h.message.content for h in found.hits] == ["Bread again, with olives"]

@@ -1,0 +1,42 @@
+"""A child process for the recall crash test: rolls, then is killed while indexing.
+
+Its recall indexer takes its time (a pause inside the indexing transaction),
+so the kill lands after the rolling committed and before its recall rows did.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from partner_memory import LogEntry, LogTransaction, Message, MemoryService, open_store
+from partner_memory.recall.indexer import RecallIndexer
+
+_apply = RecallIndexer.apply
+
+
+def _slow_apply(self: RecallIndexer, tx: LogTransaction, entry: LogEntry) -> None:
+    _apply(self, tx, entry)
+    time.sleep(60)  # killed here: the rows above are never committed
+
+
+def main(database: str) -> None:
+    RecallIndexer.apply = _slow_apply  # type: ignore[method-assign]
+    service = MemoryService(open_store(database), owns_store=True)
+    memory = service.memory("ns")
+    memory.record_messages(
+        [
+            Message("user", "My sister Ana moved to Lisbon in spring"),
+            Message("assistant", "Lisbon is lovely; does she like the hills?"),
+            Message("user", "She walks them every day with her dog Bolo"),
+        ]
+    )
+    memory.roll_now()
+    while service.store.log_head("ns") < 1:
+        time.sleep(0.01)
+    print("rolled", flush=True)
+    time.sleep(120)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from partner_memory import LogEntry, LogTransaction, Message, MemoryService, open_store
+from partner_memory import LogEntry, LogTransaction, MemoryService, Message, open_store
 from partner_memory.recall.indexer import RecallIndexer
 
 _apply = RecallIndexer.apply

@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from partner_memory import (
     RollingSettings,
     open_store,
 )
+from partner_memory.rolling.consumers import PreparedWork, PreparingConsumer
 from partner_memory.store import MemoryStore
 from tests.consumer_worker import SeenRollings
 
@@ -202,3 +205,75 @@ def test_cli_stats_shows_consumers(store_url: str) -> None:
     ]
     assert status["name"] == "collecting"
     assert (status["position"], status["head"], status["failure_count"]) == (0, 1, 1)
+
+
+class Preparing:
+    """Writes a row per rolling; `prepare` makes its text with a write of its own, which
+    could not happen inside the consumer's write transaction (it would wait for itself)."""
+
+    name = "preparing"
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.made: list[int] = []
+        self.work = PreparedWork(self._make)
+
+    def _make(self, entry: LogEntry) -> str:
+        self.made.append(entry.seq)
+        return entry.slice.summary.upper()
+
+    def setup(self, tx: LogTransaction) -> None:
+        tx.execute("CREATE TABLE IF NOT EXISTS prepared (seq BIGINT NOT NULL, text TEXT)")
+        tx.execute("CREATE TABLE IF NOT EXISTS outside (seq BIGINT NOT NULL)")
+
+    def prepare(self, entries: Sequence[LogEntry]) -> None:
+        self.store.run_in_transaction(
+            lambda tx: [tx.execute("INSERT INTO outside VALUES (?)", (e.seq,)) for e in entries]
+        )
+        self.work.prepare(entries)
+
+    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
+        tx.execute("INSERT INTO prepared VALUES (?, ?)", (entry.seq, self.work.take(entry)))
+
+
+def test_slow_work_is_prepared_outside_the_transaction(store: MemoryStore) -> None:
+    settings = RollingSettings(idle_check_interval_s=0)
+    consumer = Preparing(store)
+    assert isinstance(consumer, PreparingConsumer)
+    with MemoryService(store, settings=settings) as service:
+        memory = service.memory("agent")
+        for turn in range(3):
+            memory.record_turn(f"question {turn} about Kyoto", "an answer")
+            memory.roll_now()
+        service.register_consumer(consumer).result(10)
+    rows: list[tuple[int, str]] = []
+    store.run_in_transaction(
+        lambda tx: rows.extend((int(r[0]), str(r[1])) for r in tx.execute("SELECT * FROM prepared"))
+    )
+    summaries = {e.seq: e.slice.summary.upper() for e in store.read_log("agent", 0, limit=10)}
+    assert sorted(rows) == sorted(summaries.items())
+    assert sorted(consumer.made) == sorted(summaries)  # made once each, before the transaction
+
+
+def test_prepared_work_is_made_again_for_a_rolling_that_changed(store: MemoryStore) -> None:
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        memory.record_turn("I moved to Porto", "Nice")
+        memory.roll_now()
+    (entry,) = store.read_log("agent", 0, limit=1)
+    made: list[str] = []
+
+    def make(e: LogEntry) -> str:
+        made.append(e.messages[0].content)
+        return e.messages[0].content
+
+    work = PreparedWork(make)
+    work.prepare([entry])
+    forgotten = replace(
+        entry, messages=(replace(entry.messages[0], content=""), *entry.messages[1:])
+    )
+    assert work.take(forgotten) == ""  # not the prepared text of before the forget
+    work.prepare([entry])
+    said = entry.messages[0].content
+    assert said.endswith("I moved to Porto")
+    assert work.take(entry) == said
+    assert made == [said, "", said]

@@ -3,14 +3,18 @@
 It follows the rolling log like any durable consumer, so its rows and its
 position commit together: a crash between a rolling and its indexing only
 delays the rows, and a search meanwhile reads the rolling from the log.
+Messages are analysed and embedded before the transaction (`prepare`), so
+an embeddings endpoint is never waited for with a lock held.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from partner_memory.model import LogEntry
 from partner_memory.recall.analyze import RecallAnalysis
+from partner_memory.rolling.consumers import PreparedWork
 from partner_memory.store.base import LogTransaction
 from partner_memory.store.sql_base import values_clause
 from partner_memory.store.sql_recall import RECALL_COLUMNS, RECALL_CONFLICT
@@ -32,6 +36,10 @@ class RecallIndexer:
         self.analysis = analysis
         self._words_only = RecallAnalysis(None)
         self._warned: set[str] = set()
+        self._prepared = PreparedWork(lambda entry: analysis.rows(entry.messages))
+
+    def prepare(self, entries: Sequence[LogEntry]) -> None:
+        self._prepared.prepare(entries)
 
     def setup(self, tx: LogTransaction) -> None:
         """Nothing to create: the schema's migrations made the table."""
@@ -51,9 +59,10 @@ class RecallIndexer:
                 "UPDATE namespaces SET recall_embedder = ? WHERE id = ?", (own, namespace_id)
             )
             embedder = own
-        analysis = self.analysis
-        if embedder != own:
-            analysis = self._words_only
+        if embedder == own:
+            analysed = self._prepared.take(entry)
+        else:
+            analysed = self._words_only.rows(entry.messages)
             if entry.namespace not in self._warned:
                 self._warned.add(entry.namespace)
                 log.warning(
@@ -65,7 +74,6 @@ class RecallIndexer:
                 )
         first = entry.slice.start_index
         rows: list[object] = []
-        analysed = analysis.rows(entry.messages)
         for offset, (message, (speaker, terms, vector)) in enumerate(
             zip(entry.messages, analysed, strict=True)
         ):

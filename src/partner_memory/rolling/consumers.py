@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from partner_memory.clock import Clock
 from partner_memory.errors import PartnerMemoryError
@@ -43,6 +43,44 @@ class DurableConsumer(Protocol):
     def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
         """Process one rolling inside the transaction that advances the position."""
         ...
+
+
+@runtime_checkable
+class PreparingConsumer(DurableConsumer, Protocol):
+    """A durable consumer with slow work (an LLM, an embeddings endpoint) to do per rolling:
+    `prepare` does it before the transaction, so no lock is held while it waits."""
+
+    def prepare(self, entries: Sequence[LogEntry]) -> None:
+        """Work out what `apply` will need for these rollings (`PreparedWork` keeps it)."""
+        ...
+
+
+T = TypeVar("T")
+
+
+class PreparedWork(Generic[T]):
+    """What `prepare` made for each rolling, handed to `apply` only if the rolling it gets
+    is the one prepared for (same slice, same messages); otherwise made again there."""
+
+    def __init__(self, make: Callable[[LogEntry], T]) -> None:
+        self._make = make
+        self._made: dict[tuple[str, int], tuple[LogEntry, T]] = {}
+        self._lock = threading.Lock()
+
+    def prepare(self, entries: Sequence[LogEntry]) -> None:
+        made = {(e.namespace, e.seq): (e, self._make(e)) for e in entries}
+        with self._lock:  # what was prepared and never applied is dropped
+            self._made = made
+
+    def take(self, entry: LogEntry) -> T:
+        with self._lock:
+            found = self._made.pop((entry.namespace, entry.seq), None)
+        if found is not None and (found[0].slice, found[0].messages) == (
+            entry.slice,
+            entry.messages,
+        ):
+            return found[1]
+        return self._make(entry)
 
 
 def describe(exc: BaseException) -> str:
@@ -125,7 +163,11 @@ class ConsumerDispatcher:
         while True:
             try:
                 entry = self._store.follow_log(
-                    consumer.name, namespace, consumer.apply, batch=FOLLOW_BATCH
+                    consumer.name,
+                    namespace,
+                    consumer.apply,
+                    batch=FOLLOW_BATCH,
+                    prepare=consumer.prepare if isinstance(consumer, PreparingConsumer) else None,
                 )
             except Exception as exc:
                 log.warning("durable consumer %s failed on %r: %r", consumer.name, namespace, exc)

@@ -457,10 +457,16 @@ class LogStore(Protocol):
         apply: Callable[[LogTransaction, LogEntry], None],
         *,
         batch: int = 1,
+        prepare: Callable[[Sequence[LogEntry]], None] | None = None,
     ) -> LogEntry | None:
         """Apply the consumer's next rollings (up to `batch`, in order) and advance its
         position, in one transaction. Returns the last one applied, None when it is
         caught up. If `apply` raises, nothing of the batch is written.
+
+        `prepare`, if given, first sees the rollings `apply` will probably get, outside
+        any transaction (slow work - an LLM, an embeddings endpoint - holds no lock);
+        `apply` must still be right if it then gets others (another process moved on,
+        or a forget changed them meanwhile).
         """
         ...
 

@@ -249,7 +249,22 @@ class LogSql(WindowSql):
         apply: Callable[[LogTransaction, LogEntry], None],
         *,
         batch: int = 1,
+        prepare: Callable[[Sequence[LogEntry]], None] | None = None,
     ) -> LogEntry | None:
+        if prepare is not None:
+            with self._transaction(write=False) as cur:
+                namespace_id = self._namespace_id(cur, namespace)
+                row = self._run(
+                    cur,
+                    "SELECT position FROM consumers WHERE name = ? AND namespace_id = ?",
+                    (consumer, namespace_id),
+                ).fetchone()
+                ahead = self._read_log(
+                    cur, namespace, namespace_id, int(row[0]) if row else 0, max(1, batch)
+                )
+            if not ahead:
+                return None
+            prepare(ahead)
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             self._run(

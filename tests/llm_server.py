@@ -19,6 +19,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,6 +32,9 @@ def embed(text: str) -> list[float]:
 class FakeLLM:
     def __init__(self) -> None:
         self.embeddings_status: int | None = None
+        #: When set, answers every request the script does not: the request body in,
+        #: the answer's text out.
+        self.respond: Callable[[dict[str, Any]], str] | None = None
         self.script: deque[tuple[str, Any]] = deque()
         self.requests: list[dict[str, Any]] = []
         self.default: tuple[str, Any] = ("ok", "I noted what we talked about.")
@@ -47,7 +51,12 @@ class FakeLLM:
                 if self.path.endswith("/embeddings"):
                     self._embeddings(body)
                     return
-                kind, arg = owner.script.popleft() if owner.script else owner.default
+                if owner.script:
+                    kind, arg = owner.script.popleft()
+                elif owner.respond is not None:
+                    kind, arg = "ok", owner.respond(body)
+                else:
+                    kind, arg = owner.default
                 if kind == "slow":
                     time.sleep(arg)
                     kind, arg = "ok", "slow answer"

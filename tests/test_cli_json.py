@@ -104,6 +104,7 @@ def documents(store_url: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
     out["session"] = run("session", *db, "-n", "agent")
     out["context"] = run("context", *db, "-n", "agent")
     out["recall"] = run("recall", "budget trip", *db, "-n", "agent")
+    out["topics"] = run("topics", *db, "-n", "agent")  # offline: an empty list
     out["stats"] = run("stats", *db, "-n", "agent")
     out["export-partner"] = run("export-partner", str(tmp_path / "out"), *db, "-n", "agent")
     out["copy"] = run("copy", store_url, str(tmp_path / "copy.db"))

@@ -77,6 +77,7 @@ def test_chat_remembers_turns(
     run("ingest", str(SAMPLE), "--db", db)  # offline summaries
     monkeypatch.setenv("PARTNER_MEMORY_LLM_BASE_URL", fake_llm.base_url)
     monkeypatch.setenv("PARTNER_MEMORY_LLM_MODEL", "m")
+    monkeypatch.setenv("PARTNER_MEMORY_LLM_TOPICS", "off")  # no filing calls between turns
     fake_llm.script.extend([("ok", "Hello Mei!"), ("ok", "NO_REPLY\nlet her think")])
     out = run("chat", "--db", db, "--source", "USER: Mei", stdin="hi\nhmm\n")
     assert out.strip().splitlines() == ["Hello Mei!"]

@@ -19,7 +19,7 @@ from typing import Any, Self
 from partner_memory.context import Domain, ResolvedBlock
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
 from partner_memory.model import Message, RollingTotals
-from partner_memory.recall.results import RecallResult
+from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.rolling import AfterRolling, RollingResult
 from partner_memory.rolling.consumers import DurableConsumer
 from partner_memory.service import MemoryService
@@ -150,6 +150,7 @@ class AsyncPartnerMemory(_Closing):
         since: int | None = None,
         until: int | None = None,
         dates: bool = True,
+        topic: str | None = None,
         activate: bool = True,
     ) -> RecallResult:
         return await asyncio.to_thread(
@@ -159,8 +160,12 @@ class AsyncPartnerMemory(_Closing):
             since=since,
             until=until,
             dates=dates,
+            topic=topic,
             activate=activate,
         )
+
+    async def topics(self, *, limit: int = 100) -> list[TopicCount]:
+        return await asyncio.to_thread(self.sync.topics, limit=limit)
 
     async def stats(self) -> RollingTotals:
         return await asyncio.to_thread(self.sync.stats)

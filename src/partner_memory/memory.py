@@ -18,11 +18,12 @@ from typing import Any
 from partner_memory.clock import Clock, system_clock
 from partner_memory.context import ContextWorkspace, Domain, ResolvedBlock, render_xml
 from partner_memory.core import MemoryCore
+from partner_memory.errors import InvalidInputError
 from partner_memory.model import Message, RollingTotals
 from partner_memory.recall.context import ACTIVATED_MEMORY_SLICES, RECALL_SOURCE, activated_block
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.indexer import RECALL_CONSUMER
-from partner_memory.recall.results import RecallResult
+from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.rolling import (
     AfterRolling,
     AfterRollingRegistry,
@@ -275,23 +276,34 @@ class PartnerMemory:
         since: int | None = None,
         until: int | None = None,
         dates: bool = True,
+        topic: str | None = None,
         activate: bool = True,
     ) -> RecallResult:
         """The `k` messages that best match `query`, best first, stored or still in the
         window, with the slices that hold them; `since` (inclusive) and `until`
-        (exclusive) bound the messages' times (ms). Without them, and with `dates`, a
-        date in the query ("yesterday", "in May 2023", "上周") bounds it instead,
-        relative to the namespace's newest message, and the rest of that time follows
-        what its words found. Everything recorded before the call is found, in
-        whichever process it was recorded. With `activate`, what was found goes into
-        the context as the `activated_memory_slices` block."""
+        (exclusive) keep to those times (ms). Without them, and with `dates`, a date in
+        the query ("yesterday", "in May 2023", "上周"), read relative to the namespace's
+        newest message, is preferred - or kept to, when the query asks for nothing
+        else ("what happened yesterday"). `topic` ("travel->japan", with an LLM
+        configured) keeps to the slices filed under it or below it - under its parent
+        if none are - and names related topics. Everything recorded before the call
+        is found, in whichever process it was recorded. With `activate`, what was
+        found goes into the context as the `activated_memory_slices` block."""
         found = self.service.recall.recall(
-            self.namespace, query, k=k, since=since, until=until, dates=dates
+            self.namespace, query, k=k, since=since, until=until, dates=dates, topic=topic
         )
         block = activated_block(found, self.settings) if activate else None
         if block is not None:
             self.workspace.register(block)
         return found
+
+    def topics(self, *, limit: int = 100) -> list[TopicCount]:
+        """The topic paths the LLM filed this namespace's slices under, most used first
+        (none without an LLM)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        paths = self.core.store.topic_paths(self.namespace, limit=limit)
+        return [TopicCount(path, count) for path, count in paths]
 
     def stats(self) -> RollingTotals:
         """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""

@@ -25,6 +25,7 @@ from partner_memory.recall.analyze import RecallAnalysis
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.engine import RecallEngine
 from partner_memory.recall.indexer import RECALL_CONSUMER, RecallIndexer
+from partner_memory.recall.topics import TopicExtractor
 from partner_memory.rolling import (
     ChatClient,
     ExtractiveSummarizer,
@@ -94,6 +95,8 @@ class MemoryService:
         self.recall = RecallEngine(store, self.analysis)
         if not store.read_only:  # a read-only store is searched from the log (RecallEngine)
             self.register_consumer(RecallIndexer(self.analysis))
+            if self._client is not None and self._client.settings.topics:  # none offline
+                self.register_consumer(TopicExtractor(self._client, store))
 
     def _summarizers(self, given: Sequence[MessageSummarizer] | None) -> list[MessageSummarizer]:
         if given is not None:

@@ -28,13 +28,18 @@ def recall(
     dates: Annotated[
         bool, typer.Option(help="Read a date in QUERY (yesterday, May 2023) as a time range.")
     ] = True,
+    topic: Annotated[
+        str | None, typer.Option(help="Keep to a topic path and below (travel->japan).")
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Find the messages that best match QUERY, and the slices that hold them."""
     with reported():
         bounds = epoch_ms(since, "--since"), epoch_ms(until, "--until")
         with opened_memory(db, namespace, write=False) as memory:
-            found = memory.recall(query, k=k, since=bounds[0], until=bounds[1], dates=dates)
+            found = memory.recall(
+                query, k=k, since=bounds[0], until=bounds[1], dates=dates, topic=topic
+            )
         if as_json:
             render.print_json({"namespace": namespace} | found.to_dict())
             return
@@ -49,6 +54,10 @@ def _hits_table(found: RecallResult) -> Table:
         span = found.date_range
         named = f"{span.cue!r}: " if span.cue else ""
         title += f" ({named}{render.when(span.start_at)} - {render.when(span.end_at)})"
+    if found.topic is not None:
+        title += f" in topic {found.topic.path}"
+        if found.topic.related:
+            title += f" (related: {', '.join(found.topic.related)})"
     table = Table(title=escape(title), title_justify="left")
     table.add_column("score", justify="right")
     table.add_column("where", no_wrap=True)
@@ -60,6 +69,27 @@ def _hits_table(found: RecallResult) -> Table:
         text = f"{marker}: {body}" if marker else body
         table.add_row(f"{hit.score:.2f}", where, render.when(hit.message.timestamp), escape(text))
     return table
+
+
+@app.command()
+def topics(
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    limit: Annotated[int, typer.Option(help="How many topics, most used first.")] = 100,
+    as_json: Json = False,
+) -> None:
+    """The topic paths the LLM filed a namespace's slices under (none without an LLM)."""
+    with reported(), opened_memory(db, namespace, write=False) as memory:
+        found = memory.topics(limit=limit)
+        if as_json:
+            render.print_json({"namespace": namespace, "topics": [t.to_dict() for t in found]})
+            return
+        table = Table(title=f"topics of {namespace!r}", title_justify="left")
+        table.add_column("topic", overflow="fold")
+        table.add_column("slices", justify="right")
+        for counted in found:
+            table.add_row(escape(counted.path), str(counted.slice_count))
+        render.console.print(table)
 
 
 @app.command()

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, cast
 
 from partner_memory.errors import InvalidInputError, LLMError
@@ -36,8 +36,11 @@ from partner_memory.recall.results import (
     RecalledMessage,
     RecalledSlice,
     RecallResult,
+    TopicMatch,
 )
+from partner_memory.recall.topics import MAX_LEVEL_CHARS, normalize_path
 from partner_memory.store.base import MemoryStore, RecallState
+from partner_memory.store.sql_topics import TOPIC_SEPARATOR
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,6 +56,9 @@ _WINDOW = ("window",)
 ASKING = frozenset(
     terms("happen happened discuss talk talked say said mention chat tell told speak spoke do")
 ) | {"聊", "说", "讨论", "发生", "什么", "做"}
+
+#: Related topics a recall names.
+RELATED_TOPICS = 5
 
 log = logging.getLogger(__name__)
 
@@ -93,33 +99,23 @@ class RecallEngine:
         since: int | None = None,
         until: int | None = None,
         dates: bool = True,
+        topic: str | None = None,
     ) -> RecallResult:
         check_text(query, "query")
         if not query.strip():
             raise InvalidInputError("query must not be empty")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
+        match, kept = self._topic(namespace, topic) if topic is not None else (None, None)
         state = self._store.recall_state(namespace, RECALL_CONSUMER)
         analysis = self._for(state)
         held = self._current(namespace, state, analysis)
         index = held.index
         window = self._store.load_trajectory(namespace).messages
+        bounds = self._bounds(query, window, index, since, until, dates=dates)
         words = terms(query)
-        bounds = None
-        if since is not None or until is not None:
-            bounds = DateRange(None, since, until, ONLY)
-        elif dates:  # "yesterday" is the day before the namespace's newest message
-            times = [m.timestamp for m in window if m.timestamp is not None]
-            now = max([*times, index.newest or 0]) or int(time.time() * 1000)
-            cue = find_date_cue(query, now)
-            if cue is not None:
-                rest = set(terms(query.replace(cue.text, " "))) - ASKING
-                # nothing asked but the time ("what happened yesterday"): that time's
-                # messages; else the time is preferred, not required
-                mode = PREFERRED if rest else ONLY
-                bounds = DateRange(cue.text, cue.since, cue.until, mode)
-                if not rest:  # its own date words would rank by length: time order instead
-                    words = []
+        if bounds is not None and bounds.cue is not None and bounds.mode == ONLY:
+            words = []  # the query's own date words would rank by length: time order instead
         only = bounds is not None and bounds.mode == ONLY
         span = (bounds.start_at, bounds.end_at) if bounds is not None else (None, None)
         docs = self._window_docs(held, window, analysis)
@@ -133,9 +129,72 @@ class RecallEngine:
                 until=span[1] if only else None,
                 prefer=None if only or bounds is None else span,
                 vector=vector,
-                fill=only and bounds is not None and bounds.cue is not None,
+                fill=only and bounds is not None and bounds.cue is not None and kept is None,
+                within=kept,
             )
-        return self._resolve(namespace, query, hits, window, bounds)
+        if kept is not None and len(hits) < k:  # the topic's other messages, oldest first
+            have = {hit.key for hit in hits}
+            more = [(u, p) for u, first, end in kept for p in range(first, end)]
+            hits += [Hit(key, 0.0) for key in more if key not in have][: k - len(hits)]
+        found = self._resolve(namespace, query, hits, window, bounds)
+        if kept is not None and only:  # what the topic added keeps to the time asked for
+            found = replace(
+                found, hits=[h for h in found.hits if h.score or _within(h.message, span)]
+            )
+        return replace(found, topic=match)
+
+    @staticmethod
+    def _bounds(
+        query: str,
+        window: Sequence[Message],
+        index: RecallIndex,
+        since: int | None,
+        until: int | None,
+        *,
+        dates: bool,
+    ) -> DateRange | None:
+        """The caller's bounds, else the query's date: "yesterday" is the day before the
+        namespace's newest message. A query asking nothing but the time ("what happened
+        yesterday") keeps to it; beside a question the time is preferred."""
+        if since is not None or until is not None:
+            return DateRange(None, since, until, ONLY)
+        if not dates:
+            return None
+        times = [m.timestamp for m in window if m.timestamp is not None]
+        now = max([*times, index.newest or 0]) or int(time.time() * 1000)
+        cue = find_date_cue(query, now)
+        if cue is None:
+            return None
+        rest = set(terms(query.replace(cue.text, " "))) - ASKING
+        return DateRange(cue.text, cue.since, cue.until, PREFERRED if rest else ONLY)
+
+    def _topic(
+        self, namespace: str, topic: str
+    ) -> tuple[TopicMatch, list[tuple[Hashable, int, int]]]:
+        """The slices filed under `topic` or below it; if none, under its nearest parent."""
+        check_text(topic, "topic")
+        asked = normalize_path(topic)
+        if asked is None:
+            raise InvalidInputError(
+                f"topic must be levels joined by '->' of at most {MAX_LEVEL_CHARS} characters"
+                f" each, got {topic!r}"
+            )
+        path = asked
+        slices = self._store.topic_slices(namespace, path)
+        while not slices and TOPIC_SEPARATOR in path:
+            path = path.rsplit(TOPIC_SEPARATOR, 1)[0]
+            slices = self._store.topic_slices(namespace, path)
+        root = path.split(TOPIC_SEPARATOR, 1)[0]
+        related = [
+            known
+            for known, _ in self._store.topic_paths(namespace, limit=1000)
+            if known.split(TOPIC_SEPARATOR, 1)[0] == root
+            and known != path
+            and not known.startswith(path + TOPIC_SEPARATOR)
+        ]
+        ranges = list(dict.fromkeys((s.unit_id, s.start_index, s.end_index) for s in slices))
+        match = TopicMatch(asked, path, len(ranges), related[:RELATED_TOPICS])
+        return match, [(unit, first, end) for unit, first, end in ranges]
 
     def _for(self, state: RecallState) -> RecallAnalysis:
         """This engine's analysis if the namespace's vectors are its embedder's (or it
@@ -260,3 +319,12 @@ class RecallEngine:
                         (unit_id, memory_slice.id), RecalledSlice(unit_id, memory_slice)
                     )
         return RecallResult(query, found, list(slices.values()), bounds)
+
+
+def _within(message: Message, span: tuple[int | None, int | None]) -> bool:
+    if message.timestamp is None:
+        return False
+    since, until = span
+    return (since is None or message.timestamp >= since) and (
+        until is None or message.timestamp < until
+    )

@@ -229,13 +229,15 @@ class RecallIndex:
         vector: np.ndarray | None = None,
         fill: bool = False,
         prefer: tuple[int | None, int | None] | None = None,
+        within: Sequence[tuple[Hashable, int, int]] | None = None,
     ) -> list[Hit]:
         """The `k` best messages for the query terms, best first; only messages that
         share a term with the query (or sit beside one) are returned. `vector` (the
         query's meaning, from the embedder that made the messages') rescores the best.
         With `fill`, fewer than `k` found by words are followed by the other messages
         of [since, until) in time order ("what happened yesterday"). Messages said in
-        the `prefer` range score `date_boost` times more."""
+        the `prefer` range score `date_boost` times more. `within` keeps to messages of
+        these (unit, start, end) ranges (a topic's slices)."""
         import numpy as np  # on first search: commands that never search start without it
 
         with self._lock:
@@ -252,6 +254,8 @@ class RecallIndex:
             inside = self._in_range(since, until)
             if inside is not None:
                 final[~inside] = 0.0
+            if within is not None:
+                self._keep_within(final, within)
             found = int(np.count_nonzero(final))
             hits: list[Hit] = []
             if found:
@@ -268,6 +272,20 @@ class RecallIndex:
             if fill and inside is not None and len(hits) < k:
                 hits += self._by_time(inside & (final == 0), k - len(hits))
             return hits
+
+    def _keep_within(self, final: np.ndarray, within: Sequence[tuple[Hashable, int, int]]) -> None:
+        """Zero the scores of messages outside the ranges (only scored ones are looked at)."""
+        import numpy as np
+
+        hit = np.flatnonzero(final)
+        unit_of = np.frombuffer(self._unit_of, dtype=np.int32)[hit]
+        position = np.frombuffer(self._position, dtype=np.int64)[hit]
+        keep = np.zeros(len(hit), dtype=bool)
+        for unit, start, end in within:
+            number = self._units.get(unit)
+            if number is not None:
+                keep |= (unit_of == number) & (position >= start) & (position < end)
+        final[hit[~keep]] = 0.0
 
     def _in_range(self, since: int | None, until: int | None) -> np.ndarray | None:
         """Which messages were said in [since, until) (None: no bound given)."""

@@ -44,9 +44,30 @@ class DateRange(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class TopicCount(Record):
+    """A topic path of a namespace and how many slices are filed under it."""
+
+    path: str
+    slice_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMatch(Record):
+    """The topic a recall kept to: `path` is the one asked, or its nearest parent holding
+    slices; `related` are other topics under the same root, most used first."""
+
+    asked: str
+    path: str
+    slice_count: int
+    related: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class RecallResult(Record):
     query: str
     hits: list[RecalledMessage]
     slices: list[RecalledSlice]
     #: None: the recall was not bounded in time.
     date_range: DateRange | None = None
+    #: None: no topic was asked for.
+    topic: TopicMatch | None = None

@@ -38,6 +38,8 @@ class LLMSettings:
     compressor_model: str | None = None
     timeout_s: float = 60.0
     max_retries: int = 2
+    #: File slices under topic paths (one more call per rolling; `recall.topics`).
+    topics: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LLMSettings | None:
@@ -66,6 +68,11 @@ class LLMSettings:
                 f"PARTNER_MEMORY_LLM_MAX_RETRIES must be a whole number >= 0, got {raw_retries!r}"
             )
         retries = int(raw_retries)
+        raw_topics = env.get("PARTNER_MEMORY_LLM_TOPICS", "on").strip().lower()
+        if raw_topics not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
+            raise ConfigurationError(
+                f"PARTNER_MEMORY_LLM_TOPICS must be on or off, got {raw_topics!r}"
+            )
         return cls(
             base_url=base_url,
             model=model,
@@ -73,6 +80,7 @@ class LLMSettings:
             compressor_model=env.get("PARTNER_MEMORY_LLM_COMPRESSOR_MODEL", "").strip() or None,
             timeout_s=timeout,
             max_retries=retries,
+            topics=raw_topics in ("on", "true", "1", "yes"),
         )
 
 

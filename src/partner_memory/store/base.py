@@ -128,6 +128,16 @@ class RecallState(NamedTuple):
     embedder: str | None = None
 
 
+class TopicSlice(NamedTuple):
+    """A slice filed under a topic path, with the range of messages it covers."""
+
+    unit_id: str
+    slice_id: str
+    start_index: int
+    end_index: int
+    path: str
+
+
 class RecallAnalyzer(Protocol):
     """What turns messages into recall rows (`recall.analyze.RecallAnalysis`)."""
 
@@ -395,6 +405,14 @@ class LogStore(Protocol):
 
     def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
         """Recall rows written by rollings `after` < seq <= `through`, in log order."""
+        ...
+
+    def topic_paths(self, namespace: str, *, limit: int = 100) -> list[tuple[str, int]]:
+        """The namespace's topic paths with the number of slices under each, most first."""
+        ...
+
+    def topic_slices(self, namespace: str, path: str) -> list[TopicSlice]:
+        """The slices filed under `path` or below it (`path->...`), oldest first."""
         ...
 
     def reindex_recall(

@@ -233,4 +233,19 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         ),
         "ALTER TABLE namespaces ADD COLUMN recall_embedder TEXT",
     ),
+    # Step 7: topic paths ("project->partner->memory") of slices, written by the
+    # "topics" durable consumer when an LLM is configured; with the slice's range,
+    # so recall can keep to a topic's messages without reading the slices.
+    (
+        """CREATE TABLE topics (
+            namespace_id BIGINT NOT NULL,
+            unit_pk BIGINT NOT NULL,
+            slice_id TEXT NOT NULL,
+            start_index BIGINT NOT NULL,
+            end_index BIGINT NOT NULL,
+            path TEXT NOT NULL,
+            PRIMARY KEY (unit_pk, slice_id, path)
+        )""",
+        "CREATE INDEX topics_by_path ON topics (namespace_id, path)",
+    ),
 )

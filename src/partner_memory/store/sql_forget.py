@@ -3,9 +3,10 @@
 A forgotten message stays a row at its position, with its id (so a replay
 never stores it again) and no text: slice ranges stay valid and the slices
 that held it get the summaries the caller made from what remains. A
-forgotten unit or namespace is deleted. Either way the recall rows go with
-it, the window loses it, and the namespace's generation moves on, so every
-process rebuilds what it derived (its recall index, its context blocks).
+forgotten unit or namespace is deleted. Either way the recall rows and the
+topics of the slices concerned go with it, the window loses it, and the
+namespace's generation moves on, so every process rebuilds what it derived
+(its recall index, its context blocks).
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from collections.abc import Sequence
 from partner_memory.errors import NotFoundError
 from partner_memory.store.base import Located, Resummary
 from partner_memory.store.sql_base import Cursor
-from partner_memory.store.sql_recall import RecallSql
+from partner_memory.store.sql_topics import TopicSql
 from partner_memory.store.sql_window import chunks, in_list
 
 #: What a forgotten message's metadata says instead of what it said.
 FORGOTTEN_METADATA = '{"forgotten": true}'
 
 
-class ForgetSql(RecallSql):
+class ForgetSql(TopicSql):
     """Forget verbs of `MemoryStore`."""
 
     def locate_messages(self, namespace: str, message_ids: Sequence[str]) -> list[Located]:
@@ -75,6 +76,13 @@ class ForgetSql(RecallSql):
                     else f"none of the {len(message_ids)} messages is in namespace {namespace!r}"
                 )
             for change in resummaries:
+                # its topics were drawn from what is now forgotten: they go too
+                self._run(
+                    cur,
+                    "DELETE FROM topics WHERE slice_id = ? AND unit_pk ="
+                    " (SELECT pk FROM units WHERE namespace_id = ? AND unit_id = ?)",
+                    (change.slice_id, namespace_id, change.unit_id),
+                )
                 self._run(
                     cur,
                     "UPDATE slices SET summary = ?, summarizer = ? WHERE slice_id = ?"
@@ -102,7 +110,7 @@ class ForgetSql(RecallSql):
             if row is None:
                 raise NotFoundError(f"unit {unit_id!r} not found in namespace {namespace!r}")
             unit_pk, slices = int(row[0]), int(row[1])
-            for table in ("recall_docs", "messages", "slices"):
+            for table in ("recall_docs", "topics", "messages", "slices"):
                 self._run(cur, f"DELETE FROM {table} WHERE unit_pk = ?", (unit_pk,))
             self._run(
                 cur,
@@ -126,6 +134,7 @@ class ForgetSql(RecallSql):
             for table in ("recall_docs", "messages", "slices"):
                 self._run(cur, f"DELETE FROM {table} WHERE {by_unit}", (namespace_id,))
             for table in (
+                "topics",
                 "units",
                 "trajectory",
                 "activity",

@@ -112,6 +112,24 @@ def test_a_stalled_connection_fails_at_the_deadline(pg_url: str) -> None:
         proxy.close()
 
 
+def test_a_long_transaction_that_is_answered_is_not_dropped(pg_url: str) -> None:
+    """The deadline is for a server that stops answering: a transaction of many answered
+    statements (a reindex of a million messages) may run longer than it."""
+    import time
+
+    store = PostgresStore(pg_url, transaction_deadline=1.0)
+    try:
+        started = time.monotonic()
+        with store._transaction(write=False) as cur:
+            while time.monotonic() - started < 2.5:
+                assert store._run(cur, "SELECT pg_sleep(0.3)").fetchone() is not None
+        stalled = pytest.raises(StorageUnavailableError, match="did not answer within 1s")
+        with stalled, store._transaction(write=False) as cur:
+            store._run(cur, "SELECT pg_sleep(3)").fetchone()
+    finally:
+        store.close()
+
+
 def test_queries_are_never_jit_compiled(pg_url: str) -> None:
     """Without statistics every plan looks expensive; compiling it took ~20 ms per lookup
     of a few rows (a rolling's stored-id check at 1M messages: 33 ms instead of 0.5)."""

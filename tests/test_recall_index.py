@@ -119,3 +119,100 @@ def test_locomo_evidence_recall() -> None:
     assert at[5] >= 0.70, at
     assert at[10] >= 0.78, at
     assert at[25] >= 0.85, at
+
+
+def _reference_scores(corpus: list[Doc], query: list[str]) -> dict[object, float]:
+    """BM25 of each message with half its neighbours', plus 0.3 of its unit's, written
+    plainly: what the index's sparse scoring must equal."""
+    import math
+
+    def bm25(tf: float, length: float, average: float, documents: int, df: int) -> float:
+        idf = math.log(1 + (documents - df + 0.5) / (df + 0.5))
+        return idf * tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * length / average))
+
+    place = {(d.unit, d.position): d for d in corpus}
+
+    def around(d: Doc) -> list[Doc]:
+        return [
+            place[d.unit, d.position + s]
+            for s in (-2, -1, 1, 2)
+            if (d.unit, d.position + s) in place
+        ]
+
+    weighted = {d.key: len(d.terms) + 0.5 * sum(len(o.terms) for o in around(d)) for d in corpus}
+    units = {d.unit for d in corpus}
+    unit_terms = {u: [t for d in corpus if d.unit == u for t in d.terms] for u in units}
+    average = sum(weighted.values()) / len(corpus)
+    unit_average = sum(len(t) for t in unit_terms.values()) / len(units)
+    score = dict.fromkeys(weighted, 0.0)
+    unit_score = dict.fromkeys(units, 0.0)
+    for term in set(query):
+        counted = {
+            d.key: d.terms.count(term) + 0.5 * sum(o.terms.count(term) for o in around(d))
+            for d in corpus
+        }
+        df = sum(1 for v in counted.values() if v)
+        for key, tf in counted.items():
+            if tf:
+                score[key] += bm25(tf, weighted[key], average, len(corpus), df)
+        in_unit = {u: unit_terms[u].count(term) for u in units}
+        unit_df = sum(1 for v in in_unit.values() if v)
+        for unit, tf in in_unit.items():
+            if tf:
+                unit_score[unit] += bm25(
+                    tf, len(unit_terms[unit]), unit_average, len(units), unit_df
+                )
+    top, unit_top = max(score.values()), max(unit_score.values())
+    return {
+        d.key: score[d.key] / top + 0.3 * unit_score[d.unit] / unit_top
+        for d in corpus
+        if score[d.key]
+    }
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sparse_scoring_equals_the_plain_definition(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(30)]
+    corpus: list[Doc] = []
+    for unit in range(12):
+        for position in range(rng.randint(1, 15)):
+            said = [rng.choice(words[: rng.randint(3, 30)]) for _ in range(rng.randint(0, 8))]
+            corpus.append(Doc((unit, position), unit, position, said))
+    index = RecallIndex()
+    for start in range(0, len(corpus), 7):  # added in several calls, as rollings come
+        index.add(corpus[start : start + 7])
+    query = rng.sample(words, 4)
+    expected = _reference_scores(corpus, query)
+    found = {hit.key: hit.score for hit in index.search(query, k=100)}
+    assert set(found) == set(expected) or len(expected) > 100
+    for key, value in found.items():
+        assert value == pytest.approx(expected[key], rel=1e-4)
+
+
+def test_common_words_only_add_to_what_rarer_words_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    import partner_memory.recall.index as recall_index
+
+    texts = [f"note {i} about the weather" for i in range(300)]
+    texts[150] = "note about the rare comet"
+    corpus = docs("u", texts)
+    index = RecallIndex()
+    index.add(corpus)
+    exact = index.search(terms("the comet note"), k=3)
+    monkeypatch.setattr(recall_index, "EXACT_BELOW", 0)  # "note" is in every message
+    pruned = index.search(terms("the comet note"), k=3)
+    assert pruned[0].key == exact[0].key == ("u", 150)
+    assert pruned[0].score == pytest.approx(exact[0].score)
+    # a bounded search is never pruned: a message with the common word alone is found
+    bounded = index.search(
+        terms("comet note"), k=3, since=corpus[10].timestamp, until=corpus[12].timestamp
+    )
+    assert [h.key for h in bounded] == [("u", 10), ("u", 11)]
+    # only common words: every word is scored everywhere, as below the threshold
+    assert len(index.search(terms("note weather"), k=300)) == 300
+    # and they are added to the best few by rarer words only
+    monkeypatch.setattr(recall_index, "COMMON_POOL", 2)
+    assert [h.key for h in index.search(terms("the comet note"), k=10)][:1] == [("u", 150)]
+    assert len(index.search(terms("the comet note"), k=10)) == 2

@@ -47,6 +47,13 @@ SPEAKER_BOOST = 2.0
 #: filter: on the LoCoMo dev questions, filtering by their dates lost 2 points of R@5, as
 #: the date words of each message already find most of them).
 DATE_BOOST = 1.5
+#: From this many messages on, words held by more than COMMON_SHARE of them only add to
+#: what rarer words found (below it every word is scored everywhere).
+EXACT_BELOW, COMMON_SHARE = 50_000, 0.10
+#: ...and only to the scores of this many of the best by rarer words.
+COMMON_POOL = 5_000
+#: Most neighbours a message may be read with on each side.
+MAX_NEIGHBOURS = 4
 #: Messages rescored by meaning, and the weight of the (min-max scaled) cosine: rescoring
 #: the words' top 100 measured as good as a full dense search.
 DENSE_CANDIDATES, DENSE_WEIGHT = 100, 0.3
@@ -90,7 +97,11 @@ class RecallIndex:
         dense_weight: float = DENSE_WEIGHT,
         date_boost: float = DATE_BOOST,
     ) -> None:
+        if not 0 <= neighbours <= MAX_NEIGHBOURS:
+            raise ValueError(f"neighbours must be between 0 and {MAX_NEIGHBOURS}")
         self.neighbours = neighbours
+        #: The offsets of a message's neighbours, each with its bit in `_near`.
+        self._steps = [*range(-neighbours, 0), *range(1, neighbours + 1)]
         self.neighbour_weight = neighbour_weight
         self.unit_weight = unit_weight
         self.speaker_boost = speaker_boost
@@ -115,6 +126,18 @@ class RecallIndex:
         self.dimensions = 0
         #: The time of the newest message (None: no message has one).
         self.newest: int | None = None
+        #: Per message, a bit per step of `_steps`: the message that far away in the
+        #: index is its neighbour (same unit, that many positions away).
+        self._near = bytearray()
+        #: Sums of the messages' weighted lengths, and of all lengths (the averages).
+        self._weighted_total = 0.0
+        self._length_total = 0.0
+        #: Per-message working arrays of a search, kept zeroed between searches so a
+        #: search costs what its terms' postings cost, not the index's size.
+        self._counted: np.ndarray | None = None
+        self._total: np.ndarray | None = None
+        #: Common words' reach, last counted: (postings then, messages reached).
+        self._reached: dict[str, tuple[int, int]] = {}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -145,7 +168,19 @@ class RecallIndex:
         for position, j in tail:
             if 0 < doc.position - position <= self.neighbours:
                 self._weighted[j] += self.neighbour_weight * length
+                self._weighted_total += self.neighbour_weight * length
                 weighted += self.neighbour_weight * self._length[j]
+        near = 0
+        for bit, step in enumerate(self._steps):
+            j = i + step
+            if (
+                step < 0 <= j
+                and self._unit_of[j] == unit
+                and self._position[j] == doc.position + step
+            ):
+                near |= 1 << bit
+                self._near[j] |= 1 << self._steps.index(-step)
+        self._near.append(near)
         tail.append((doc.position, i))
         del tail[: max(0, len(tail) - self.neighbours)]
         self._keys.append(doc.key)
@@ -157,6 +192,8 @@ class RecallIndex:
             self.newest = doc.timestamp
         self._length.append(length)
         self._weighted.append(weighted)
+        self._weighted_total += weighted
+        self._length_total += length
         self._unit_length[unit] += length
         if doc.vector is not None and not self.dimensions and not self._vectors:
             self.dimensions = len(doc.vector)
@@ -181,10 +218,10 @@ class RecallIndex:
             if any(d.unit in self._units for d in docs):
                 raise ValueError("documents added for a search need a unit of their own")
             size, units, speakers = len(self._keys), len(self._units), len(self._speakers)
-            newest = self.newest
+            newest, totals = self.newest, (self._weighted_total, self._length_total)
+            last = bytes(self._near[max(0, size - self.neighbours) :])
             touched = {t for d in docs for t in d.terms}
             before = {t: len(self._postings[t][0]) for t in touched if t in self._postings}
-            tails = {u: list(t) for u, t in self._tail.items()}
             self.add(docs)
             try:
                 yield
@@ -195,7 +232,10 @@ class RecallIndex:
                 del self._length[size:]
                 del self._weighted[size:]
                 del self._vectors[size * self.dimensions :]
+                del self._near[size:]
+                self._near[max(0, size - self.neighbours) :] = last
                 self.newest = newest
+                self._weighted_total, self._length_total = totals
                 if not self._vectors:
                     self.dimensions = 0
                 for term in touched:
@@ -206,11 +246,10 @@ class RecallIndex:
                     else:
                         self._postings.pop(term, None)
                 for key in list(self._units)[units:]:
-                    del self._units[key]
+                    del self._tail[self._units.pop(key)]
                 del self._unit_length[units:]
                 for name in list(self._speakers)[speakers:]:
                     del self._speakers[name]
-                self._tail = tails
 
     def named_speaker(self, query: str) -> str | None:
         """The one participant `query` names as a word, or None (none, or several)."""
@@ -243,41 +282,46 @@ class RecallIndex:
         with self._lock:
             if not self._keys or k <= 0:
                 return []
-            final = self._by_words(set(query))
+            # a bounded search keeps every match: the few inside the bounds may be
+            # among those that pruning would have dropped
+            narrowed = since is not None or until is not None or within is not None
+            hit, final = self._by_words(set(query), prune=not narrowed)
             if speaker is not None and speaker.lower() in self._speakers:
-                boosted = np.frombuffer(self._speaker_of, dtype=np.int32)
-                final[boosted == self._speakers[speaker.lower()]] *= self.speaker_boost
-            if prefer is not None:
-                preferred = self._in_range(*prefer)
-                if preferred is not None:
-                    final[preferred] *= self.date_boost
-            inside = self._in_range(since, until)
-            if inside is not None:
-                final[~inside] = 0.0
+                speakers = np.frombuffer(self._speaker_of, dtype=np.int32)[hit]
+                final[speakers == self._speakers[speaker.lower()]] *= self.speaker_boost
+            if prefer is not None and prefer != (None, None):
+                final[self._in_range(hit, *prefer)] *= self.date_boost
+            bounded = since is not None or until is not None
+            if bounded:
+                final[~self._in_range(hit, since, until)] = 0.0
             if within is not None:
-                self._keep_within(final, within)
-            found = int(np.count_nonzero(final))
+                final[~self._within(hit, within)] = 0.0
+            scored = final > 0
+            hit, final = hit[scored], final[scored]
             hits: list[Hit] = []
-            if found:
+            if len(hit):
                 dense = vector is not None and self._dense_ready(vector)
-                pool = min(found, max(k, DENSE_CANDIDATES) if dense else k)
-                best = np.argpartition(-final, pool - 1)[:pool]
+                pool = min(len(hit), max(k, DENSE_CANDIDATES) if dense else k)
+                chosen = np.argpartition(-final, pool - 1)[:pool]
+                best, best_score = hit[chosen], final[chosen]
                 if vector is not None and dense:
                     cosine = self._cosines(best, vector)
                     spread = float(cosine.max() - cosine.min())
                     if spread > 0:
-                        final[best] += self.dense_weight * (cosine - cosine.min()) / spread
-                best = best[np.lexsort((best, -final[best]))][: min(k, found)]
-                hits = [Hit(self._keys[int(i)], float(final[i])) for i in best]
-            if fill and inside is not None and len(hits) < k:
-                hits += self._by_time(inside & (final == 0), k - len(hits))
+                        best_score += self.dense_weight * (cosine - cosine.min()) / spread
+                order = np.lexsort((best, -best_score))[:k]
+                hits = [Hit(self._keys[int(best[i])], float(best_score[i])) for i in order]
+            if fill and bounded and len(hits) < k:
+                every = np.arange(len(self._keys))
+                among = self._in_range(every, since, until)
+                among[hit] = False
+                hits += self._by_time(among, k - len(hits))
             return hits
 
-    def _keep_within(self, final: np.ndarray, within: Sequence[tuple[Hashable, int, int]]) -> None:
-        """Zero the scores of messages outside the ranges (only scored ones are looked at)."""
+    def _within(self, hit: np.ndarray, within: Sequence[tuple[Hashable, int, int]]) -> np.ndarray:
+        """Which of `hit` lie in one of the (unit, start, end) ranges."""
         import numpy as np
 
-        hit = np.flatnonzero(final)
         unit_of = np.frombuffer(self._unit_of, dtype=np.int32)[hit]
         position = np.frombuffer(self._position, dtype=np.int64)[hit]
         keep = np.zeros(len(hit), dtype=bool)
@@ -285,15 +329,13 @@ class RecallIndex:
             number = self._units.get(unit)
             if number is not None:
                 keep |= (unit_of == number) & (position >= start) & (position < end)
-        final[hit[~keep]] = 0.0
+        return keep
 
-    def _in_range(self, since: int | None, until: int | None) -> np.ndarray | None:
-        """Which messages were said in [since, until) (None: no bound given)."""
+    def _in_range(self, hit: np.ndarray, since: int | None, until: int | None) -> np.ndarray:
+        """Which of `hit` were said in [since, until)."""
         import numpy as np
 
-        if since is None and until is None:
-            return None
-        times = np.frombuffer(self._time, dtype=np.int64)
+        times = np.frombuffer(self._time, dtype=np.int64)[hit]
         inside: np.ndarray = times != _NO_TIME
         if since is not None:
             inside &= times >= since
@@ -310,53 +352,139 @@ class RecallIndex:
         chosen = chosen[np.lexsort((chosen, times))][:count]
         return [Hit(self._keys[int(i)], 0.0) for i in chosen]
 
-    def _by_words(self, query: set[str]) -> np.ndarray:
-        """Each message's score by the query's words (zero: none of them, nor beside it)."""
+    def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The two zeroed per-message arrays of a search (a word's counts, the running
+        total), grown to hold `n` messages; a search zeroes what it touched."""
+        import numpy as np
+
+        if self._counted is None or self._total is None or len(self._counted) < n:
+            size = max(n, int(n * 1.25) + 1024)
+            self._counted = np.zeros(size, dtype=np.float32)
+            self._total = np.zeros(size, dtype=np.float32)
+        return self._counted, self._total
+
+    def _by_words(self, query: set[str], *, prune: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """The messages that hold a query word or sit beside one, and their scores.
+
+        Work follows the postings of the query's words: each word's counts (its own,
+        plus half its neighbours') are summed in a zeroed scratch array, read back
+        where touched and zeroed again; a word's document frequency is the number
+        of messages it reaches. In a large index (and with `prune`), words held by
+        more than `COMMON_SHARE` of the messages (a participant's name, "like") only
+        add to the scores of the `COMMON_POOL` best messages the rarer words found -
+        as long as there are rarer words - so a common word costs two passes over
+        its postings, not ten."""
         import numpy as np
 
         n = len(self._keys)
-        unit_of = np.frombuffer(self._unit_of, dtype=np.int32)
-        position = np.frombuffer(self._position, dtype=np.int64)
-        weighted = np.frombuffer(self._weighted, dtype=np.float32)
         unit_length = np.frombuffer(self._unit_length, dtype=np.float32)
-        score = np.zeros(n, dtype=np.float32)
+        counted, total = self._scratch(n)
+        present = sorted(
+            (
+                (np.frombuffer(d, dtype=np.int32), np.frombuffer(t, dtype=np.float32), term)
+                for term, (d, t) in ((w, self._postings[w]) for w in query if w in self._postings)
+            ),
+            key=lambda found: len(found[0]),
+        )
+        limit = COMMON_SHARE * n if prune and n >= EXACT_BELOW else n
+        rare = [found for found in present if len(found[0]) <= limit] or present
+        common = present[len(rare) :]
+        scale = _Scale(
+            np.frombuffer(self._weighted, dtype=np.float32),
+            self._weighted_total / n or 1.0,
+            n,
+        )
         unit_score = np.zeros(len(unit_length), dtype=np.float32)
-        average = float(weighted.mean()) or 1.0
-        unit_average = float(unit_length.mean()) or 1.0
-        for term in query:
-            if term not in self._postings:
-                continue
-            docs_, tfs = self._postings[term]
-            docs = np.frombuffer(docs_, dtype=np.int32)
-            tf = np.frombuffer(tfs, dtype=np.float32)
-            counted = np.zeros(n, dtype=np.float32)
-            counted[docs] = tf
-            for step in (*range(-self.neighbours, 0), *range(1, self.neighbours + 1)):
-                beside = docs + step
-                inside = (beside >= 0) & (beside < n)
-                beside, origin = beside[inside], docs[inside]
-                same = (unit_of[beside] == unit_of[origin]) & (
-                    position[beside] == position[origin] + step
-                )
-                counted[beside[same]] += self.neighbour_weight * tf[inside][same]
-            hit = np.flatnonzero(counted)
-            score[hit] += _bm25(counted[hit], weighted[hit], average, n, len(hit))
-            in_unit = np.bincount(unit_of[docs], weights=tf, minlength=len(unit_length))
-            found = np.flatnonzero(in_unit)
-            unit_score[found] += _bm25(
-                in_unit[found].astype(np.float32),
-                unit_length[found],
-                unit_average,
-                len(unit_length),
-                len(found),
+        for docs, tf, _ in rare:
+            every, distinct = self._reach(docs, tf, counted)
+            values = counted[every]  # a message reached twice reads the same sum twice...
+            counted[every] = 0.0
+            total[every] = total[every] + scale.bm25(values, every, distinct)  # ...writes once
+            self._add_unit_score(unit_score, docs, tf)
+        hit = np.flatnonzero(total[:n])
+        if common and len(hit) > COMMON_POOL:
+            kept = np.zeros(len(hit), dtype=bool)
+            kept[np.argpartition(-total[hit], COMMON_POOL - 1)[:COMMON_POOL]] = True
+            total[hit[~kept]] = 0.0  # the scratch array stays zeroed
+            hit = hit[kept]
+        for docs, tf, term in common:
+            values = self._counts_at(hit, docs, tf, counted)
+            gained = values > 0
+            total[hit[gained]] += scale.bm25(
+                values[gained], hit[gained], self._reach_count(term, docs, tf, counted)
             )
-        if not score.any():
-            return score
+            self._add_unit_score(unit_score, docs, tf)
+        score = total[hit]
+        total[hit] = 0.0
+        if not len(hit):
+            return hit, score
         final: np.ndarray = score / score.max()
         if unit_score.any() and self.unit_weight:
-            final += self.unit_weight * (unit_score / unit_score.max())[unit_of]
-        final[score == 0] = 0.0
-        return final
+            unit_of = np.frombuffer(self._unit_of, dtype=np.int32)
+            final += self.unit_weight * (unit_score / unit_score.max())[unit_of[hit]]
+        return hit, final
+
+    def _reach(
+        self, docs: np.ndarray, tf: np.ndarray, counted: np.ndarray
+    ) -> tuple[np.ndarray, int]:
+        """Sum a word's counts into `counted` (own, plus its neighbours' at half weight);
+        return the messages reached (some twice) and how many there are."""
+        import numpy as np
+
+        near = np.frombuffer(self._near, dtype=np.uint8)
+        counted[docs] = tf
+        reached, distinct = [docs], len(docs)
+        bits = near[docs]
+        for bit, step in enumerate(self._steps):
+            next_to = (bits & (1 << bit)) != 0
+            beside = docs[next_to] + step  # distinct within one step
+            distinct += int(np.count_nonzero(counted[beside] == 0))  # reached first now
+            counted[beside] += self.neighbour_weight * tf[next_to]
+            reached.append(beside)
+        return np.concatenate(reached), distinct
+
+    def _counts_at(
+        self, hit: np.ndarray, docs: np.ndarray, tf: np.ndarray, counted: np.ndarray
+    ) -> np.ndarray:
+        """A word's counts (own, plus neighbours' at half weight) at the messages `hit`."""
+        import numpy as np
+
+        near = np.frombuffer(self._near, dtype=np.uint8)
+        counted[docs] = tf
+        values = counted[hit]
+        bits = near[hit]
+        for bit, step in enumerate(self._steps):
+            next_to = (bits & (1 << bit)) != 0
+            values[next_to] += self.neighbour_weight * counted[hit[next_to] + step]
+        counted[docs] = 0.0
+        result: np.ndarray = values
+        return result
+
+    def _reach_count(self, term: str, docs: np.ndarray, tf: np.ndarray, counted: np.ndarray) -> int:
+        """How many messages a common word reaches: counted when its postings have grown
+        by a tenth since last time, else scaled from that count."""
+        known = self._reached.get(term)
+        if known is not None and known[0] <= len(docs) <= known[0] * 1.1:
+            return round(known[1] * len(docs) / known[0])
+        every, distinct = self._reach(docs, tf, counted)
+        counted[every] = 0.0
+        self._reached[term] = (len(docs), distinct)
+        return distinct
+
+    def _add_unit_score(self, unit_score: np.ndarray, docs: np.ndarray, tf: np.ndarray) -> None:
+        import numpy as np
+
+        unit_of = np.frombuffer(self._unit_of, dtype=np.int32)
+        unit_length = np.frombuffer(self._unit_length, dtype=np.float32)
+        in_unit = np.bincount(unit_of[docs], weights=tf, minlength=len(unit_length))
+        found = np.flatnonzero(in_unit)
+        unit_score[found] += _bm25(
+            in_unit[found].astype(np.float32),
+            unit_length[found],
+            self._length_total / len(unit_length) or 1.0,
+            len(unit_length),
+            len(found),
+        )
 
     def _dense_ready(self, vector: np.ndarray) -> bool:
         return bool(self.dense_weight and len(vector) == self.dimensions)
@@ -383,6 +511,18 @@ class RecallIndex:
         query = unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
         result: np.ndarray = unit_rows(total) @ query
         return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Scale:
+    """What BM25 needs of the whole index for one search."""
+
+    weighted: np.ndarray
+    average: float
+    documents: int
+
+    def bm25(self, tf: np.ndarray, where: np.ndarray, df: int) -> np.ndarray:
+        return _bm25(tf, self.weighted[where], self.average, self.documents, df)
 
 
 def _bm25(

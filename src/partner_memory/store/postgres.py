@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -39,7 +39,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "PostgreSQL support needs the 'postgres' extra: pip install 'partner-memory[postgres]'"
     ) from exc
 
-#: A transaction not finished after this many seconds has its connection dropped.
+#: A transaction whose server has not answered for this many seconds (since it began
+#: or since its last statement) has its connection dropped.
 DEFAULT_TRANSACTION_DEADLINE = 60.0
 #: Window rows deleted by one store between two vacuums of the window table.
 RECLAIM_AFTER = 5_000
@@ -182,6 +183,10 @@ class PostgresStore(SqlStore):
         ):
             yield cur
 
+    def _run(self, cur: Cursor, query: str, params: Sequence[Any] = ()) -> Cursor:
+        self._watchdog.progress()  # the server answered what came before: a long
+        return super()._run(cur, query, params)  # transaction is not a stalled one
+
     def _rows(self, cur: Cursor) -> list[Any]:
         # in pipeline mode the result (and so `description`) arrives only on fetch
         try:
@@ -247,13 +252,25 @@ class _Watchdog:
     def watching(self, conn: psycopg.Connection[tuple[object, ...]]) -> Iterator[None]:
         key = id(conn)
         self._dropped.flag = False
+        self._dropped.key = key
         with self._lock:
             self._inflight[key] = (time.monotonic() + self.deadline, conn)
         try:
             yield
         finally:
+            self._dropped.key = None
             with self._lock:
                 self._dropped.flag = self._inflight.pop(key, None) is None
+
+    def progress(self) -> None:
+        """This thread's transaction is being answered: its deadline starts again."""
+        key = getattr(self._dropped, "key", None)
+        if not isinstance(key, int):
+            return
+        with self._lock:
+            held = self._inflight.get(key)
+            if held is not None:
+                self._inflight[key] = (time.monotonic() + self.deadline, held[1])
 
     def expired(self) -> bool:
         """Whether this thread's last transaction was dropped for its deadline."""

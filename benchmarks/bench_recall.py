@@ -83,7 +83,8 @@ def ours(
             exact = [round(h.score, 4) for h in index.search(words, k=10)]
             recall_index.EXACT_BELOW = exact_below
             pruned = [round(h.score, 4) for h in index.search(words, k=10)]
-            same.append(sum(a == b for a, b in zip(exact, pruned)) / max(1, len(exact)))
+            kept = sum(a == b for a, b in zip(exact, pruned, strict=False))
+            same.append(kept / max(1, len(exact)))
         row["top-10 scores kept by pruning"] = f"{100 * statistics.mean(same):.1f} %"
     store.close()
     row["bytes/msg with recall"] = f"{bytes_per_message(database):.0f}"

@@ -22,6 +22,7 @@ from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import Record
 from partner_memory.recall.analyze import analyze, terms
+from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.engine import RecallEngine
 from partner_memory.recall.index import Doc, RecallIndex
 from partner_memory.store.base import MemoryStore
@@ -91,6 +92,7 @@ def run_locomo(
     directory: Path,
     *,
     progress: Callable[[str], None] | None = None,
+    embeddings: EmbeddingSettings | None = None,
 ) -> LocomoReport:
     files = sorted(directory.glob("*.json"))
     if not files:
@@ -110,7 +112,9 @@ def run_locomo(
                 for i, m in enumerate(transcript.messages)
             ]
         )
-        with PartnerMemory(store, path.stem, clock=clock, idle_timer=False) as memory:
+        with PartnerMemory(
+            store, path.stem, clock=clock, idle_timer=False, embeddings=embeddings
+        ) as memory:
             ingest(memory, transcript, clock)
             memory.wait()
             for category, question, evidence in _questions(path):

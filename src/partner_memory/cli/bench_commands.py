@@ -13,6 +13,7 @@ from partner_memory.bench.locomo import CATEGORIES, KS, run_locomo
 from partner_memory.cli import render
 from partner_memory.cli.app import Json, app, opened_store
 from partner_memory.cli.errors import reported
+from partner_memory.recall.embed import EmbeddingSettings
 
 bench = typer.Typer(help="Measure recall on your own install.", no_args_is_help=True)
 app.add_typer(bench, name="bench")
@@ -30,12 +31,16 @@ def locomo(
     as_json: Json = False,
 ) -> None:
     """Ingest each conversation into its own namespace, then score evidence recall@5/10/25
-    per question category, beside plain BM25 over single turns."""
+    per question category, beside the same recall by words only and plain BM25 over
+    single turns (PARTNER_MEMORY_EMBEDDINGS* choose the embedder)."""
     with reported(), tempfile.TemporaryDirectory() as scratch:
         database = db or str(Path(scratch) / "locomo.db")
         with opened_store(database, write=True) as store:
             report = run_locomo(
-                store, directory, progress=None if as_json else render.warn_progress
+                store,
+                directory,
+                progress=None if as_json else render.warn_progress,
+                embeddings=EmbeddingSettings.from_env(),
             )
         if as_json:
             render.print_json(report.to_dict())

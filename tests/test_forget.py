@@ -143,3 +143,38 @@ def test_cli_forget(store_url: str) -> None:
     gone = runner.invoke(app, ["forget", "namespace", "--yes", "--db", store_url, "-n", "agent"])
     assert gone.exit_code == 0, gone.output
     assert runner.invoke(app, ["units", "--db", store_url, "-n", "agent"]).exit_code == 3
+
+
+def test_a_forget_killed_midway_leaves_everything_as_it_was(store_url: str, tmp_path: Path) -> None:
+    """SIGKILL inside the forgetting transaction (every change made, none committed): the
+    text is still on every path and no forget is recorded; done again, it is gone."""
+    import signal
+    import subprocess
+    import sys
+
+    from partner_memory.store import open_store
+
+    store = open_store(store_url)
+    try:
+        with PartnerMemory(store, "agent", idle_timer=False) as memory:
+            said = _converse(memory)
+            before = store.export_namespace("agent")
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.forget_worker", store_url, said[1].id],
+            cwd=Path(__file__).resolve().parent.parent,
+            stdout=subprocess.PIPE,
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == b"inside"
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        assert store.export_namespace("agent") == before
+        assert store.forget_log("agent") == []
+        with PartnerMemory(store, "agent", idle_timer=False) as memory:
+            assert SECRET in _everywhere(memory, tmp_path / "after-kill")
+            memory.forget_messages([said[1].id])
+            assert SECRET not in _everywhere(memory, tmp_path / "done")
+        assert [kind for kind, _, _ in store.forget_log("agent")] == ["message"]
+    finally:
+        store.close()

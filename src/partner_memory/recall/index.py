@@ -49,9 +49,11 @@ SPEAKER_BOOST = 2.0
 DATE_BOOST = 1.5
 #: From this many messages on, words held by more than COMMON_SHARE of them only add to
 #: what rarer words found (below it every word is scored everywhere).
-EXACT_BELOW, COMMON_SHARE = 50_000, 0.10
+EXACT_BELOW, COMMON_SHARE = 50_000, 0.05
 #: ...and only to the scores of this many of the best by rarer words.
 COMMON_POOL = 5_000
+#: Words whose counts per unit a search keeps for the next.
+UNIT_COUNTS_KEPT = 1024
 #: Most neighbours a message may be read with on each side.
 MAX_NEIGHBOURS = 4
 #: Messages rescored by meaning, and the weight of the (min-max scaled) cosine: rescoring
@@ -138,6 +140,10 @@ class RecallIndex:
         self._total: np.ndarray | None = None
         #: Common words' reach, last counted: (postings then, messages reached).
         self._reached: dict[str, tuple[int, int]] = {}
+        #: Words' counts per unit, as of how many of their postings (most recent last).
+        self._unit_counts: dict[str, tuple[int, np.ndarray]] = {}
+        #: Messages that stay: those beyond are a search's window (`including`).
+        self._stored = 0
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -152,6 +158,7 @@ class RecallIndex:
         with self._lock:
             for doc in docs:
                 self._add(doc)
+            self._stored = len(self._keys)
 
     def _add(self, doc: Doc) -> None:
         i = len(self._keys)
@@ -222,7 +229,8 @@ class RecallIndex:
             last = bytes(self._near[max(0, size - self.neighbours) :])
             touched = {t for d in docs for t in d.terms}
             before = {t: len(self._postings[t][0]) for t in touched if t in self._postings}
-            self.add(docs)
+            for doc in docs:  # not `add`: these do not stay (`_stored` keeps saying so)
+                self._add(doc)
             try:
                 yield
             finally:
@@ -395,12 +403,12 @@ class RecallIndex:
             n,
         )
         unit_score = np.zeros(len(unit_length), dtype=np.float32)
-        for docs, tf, _ in rare:
+        for docs, tf, term in rare:
             every, distinct = self._reach(docs, tf, counted)
             values = counted[every]  # a message reached twice reads the same sum twice...
             counted[every] = 0.0
             total[every] = total[every] + scale.bm25(values, every, distinct)  # ...writes once
-            self._add_unit_score(unit_score, docs, tf)
+            self._add_unit_score(unit_score, term, docs, tf)
         hit = np.flatnonzero(total[:n])
         if common and len(hit) > COMMON_POOL:
             kept = np.zeros(len(hit), dtype=bool)
@@ -413,7 +421,7 @@ class RecallIndex:
             total[hit[gained]] += scale.bm25(
                 values[gained], hit[gained], self._reach_count(term, docs, tf, counted)
             )
-            self._add_unit_score(unit_score, docs, tf)
+            self._add_unit_score(unit_score, term, docs, tf)
         score = total[hit]
         total[hit] = 0.0
         if not len(hit):
@@ -471,12 +479,33 @@ class RecallIndex:
         self._reached[term] = (len(docs), distinct)
         return distinct
 
-    def _add_unit_score(self, unit_score: np.ndarray, docs: np.ndarray, tf: np.ndarray) -> None:
+    def _add_unit_score(
+        self, unit_score: np.ndarray, term: str, docs: np.ndarray, tf: np.ndarray
+    ) -> None:
+        """Add the word's BM25 over units (memory sessions). Its count per unit is kept
+        between searches and brought up to date with the postings added since."""
         import numpy as np
 
         unit_of = np.frombuffer(self._unit_of, dtype=np.int32)
         unit_length = np.frombuffer(self._unit_length, dtype=np.float32)
-        in_unit = np.bincount(unit_of[docs], weights=tf, minlength=len(unit_length))
+        units = len(unit_length)
+        stored = int(np.searchsorted(docs, self._stored))
+        counted, known = self._unit_counts.pop(term, (0, np.zeros(0, dtype=np.float64)))
+        if counted > stored:  # postings it counted are gone (never: the index only grows)
+            counted, known = 0, np.zeros(0, dtype=np.float64)
+        if counted < stored:  # only messages that stay (not a search's window) are kept
+            more = np.bincount(unit_of[docs[counted:stored]], weights=tf[counted:stored])
+            grown = np.zeros(max(len(known), len(more)), dtype=np.float64)
+            grown[: len(known)] += known
+            grown[: len(more)] += more
+            counted, known = stored, grown
+        self._unit_counts[term] = (counted, known)
+        while len(self._unit_counts) > UNIT_COUNTS_KEPT:
+            del self._unit_counts[next(iter(self._unit_counts))]
+        in_unit = np.zeros(units, dtype=np.float64)
+        in_unit[: len(known)] = known[:units]
+        if stored < len(docs):
+            in_unit += np.bincount(unit_of[docs[stored:]], weights=tf[stored:], minlength=units)
         found = np.flatnonzero(in_unit)
         unit_score[found] += _bm25(
             in_unit[found].astype(np.float32),

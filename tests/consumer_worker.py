@@ -10,7 +10,14 @@ from __future__ import annotations
 import sys
 import time
 
-from partner_memory import LogEntry, LogTransaction, MemoryService, RollingSettings, open_store
+from partner_memory import (
+    LogEntry,
+    LogTransaction,
+    MemoryService,
+    Message,
+    RollingSettings,
+    open_store,
+)
 
 
 class SeenRollings:
@@ -35,6 +42,9 @@ def main(database: str, turns: str) -> None:
     service = MemoryService(open_store(database), settings=settings, owns_store=True)
     memory = service.memory("ns")
     service.register_consumer(SeenRollings())
+    # the recall indexer's model and analysers load on first use: before the kills, so
+    # that these land while turns are recorded, not while a process starts
+    service.analysis.rows([Message("user", "warm up")])
     print("ready", flush=True)
     for i in range(int(turns)):
         memory.record_turn(f"question {i}", f"answer {i}")

@@ -66,7 +66,7 @@ def test_durable_consumer_killed_at_random_sees_every_rolling_once(store_url: st
         with MemoryService(store, settings=RollingSettings(idle_check_interval_s=0)) as service:
             service.register_consumer(SeenRollings()).result(60)
         head = store.log_head("ns")
-        assert head >= KILLS  # rollings were being made while the kills landed
+        assert head >= KILLS, head  # rollings were being made while the kills landed
         seen = _seen(store)
         assert sorted(seen) == [("ns", seq) for seq in range(1, head + 1)]
         (status,) = [c for c in store.consumer_status("ns") if c.name == "seen-rollings"]

@@ -125,7 +125,8 @@ def test_a_long_transaction_that_is_answered_is_not_dropped(pg_url: str) -> None
                 assert store._run(cur, "SELECT pg_sleep(0.3)").fetchone() is not None
         stalled = pytest.raises(StorageUnavailableError, match="did not answer within 1s")
         with stalled, store._transaction(write=False) as cur:
-            store._run(cur, "SELECT pg_sleep(3)").fetchone()
+            store._run(cur, "SELECT pg_sleep(1.6)").fetchone()
+        time.sleep(1.0)  # the server's side ends its sleep: no snapshot is left held open
     finally:
         store.close()
 

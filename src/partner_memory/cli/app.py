@@ -16,10 +16,11 @@ from rich.markup import escape
 from partner_memory.cli import render
 from partner_memory.cli.errors import reported
 from partner_memory.core import MAX_PAGE_SIZE, MemoryCore
+from partner_memory.documents import namespaces_document, slice_document, unit_document
 from partner_memory.errors import InvalidInputError
 from partner_memory.interop import copy_memory, export_partner_state, import_partner_state
 from partner_memory.memory import PartnerMemory
-from partner_memory.model import check_timestamp, plain
+from partner_memory.model import check_timestamp
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE, StoreSettings
 from partner_memory.store import MemoryStore, open_store
 
@@ -160,15 +161,12 @@ def show(
     """Show one unit: its slices, and with --messages its messages."""
     with reported(), _core(db, namespace) as core:
         unit = core.resolve_unit_id(unit)
+        if as_json:
+            render.print_json(unit_document(core, unit, messages=messages))
+            return
         info = core.get_unit_info(unit)
         slices = core.list_slices(unit)
         stored = core.read_messages(unit) if messages else []
-        if as_json:
-            document = {"namespace": namespace, "unit": info.to_dict(), "slices": plain(slices)}
-            if messages:
-                document["messages"] = plain(stored)
-            render.print_json(document)
-            return
         render.console.print(render.units_table([info], f"unit in {namespace!r}"))
         render.console.print(render.slices_table(slices))
         if messages:
@@ -189,18 +187,11 @@ def slice_(
     with reported(), _core(db, namespace) as core:
         unit = core.resolve_unit_id(unit)
         slice_id = core.resolve_slice_id(unit, slice_id)
+        if as_json:
+            render.print_json(slice_document(core, unit, slice_id))
+            return
         found = core.get_memory_slice(unit, slice_id)
         stored = core.read_slice_messages(unit, slice_id)
-        if as_json:
-            render.print_json(
-                {
-                    "namespace": namespace,
-                    "unit_id": unit,
-                    "slice": found.to_dict(),
-                    "messages": plain(stored),
-                }
-            )
-            return
         render.console.print(render.slices_table([found]))
         render.console.print(render.messages_table(stored, found.start_index))
 
@@ -245,8 +236,7 @@ def namespaces(
         page, more = found[:limit], len(found) > limit
         next_after = page[-1].name if more else None
         if as_json:
-            document = {"namespaces": plain(page), "total": total, "limit": limit}
-            render.print_json(document | {"next_after": next_after})
+            render.print_json(namespaces_document(page, total=total, limit=limit, more=more))
             return
         render.console.print(render.namespaces_table(page))
         if next_after is not None:

@@ -20,6 +20,7 @@ from partner_memory.cli.errors import reported
 from partner_memory.config import Settings
 from partner_memory.context import Domain
 from partner_memory.core import MemoryCore
+from partner_memory.documents import stats_document
 from partner_memory.errors import ConfigurationError, InvalidInputError, LLMError, NotFoundError
 from partner_memory.ingest import (
     IngestReport,
@@ -197,16 +198,11 @@ def stats(
         info = store.get_namespace(namespace)
         if info is None:
             raise NotFoundError(f"namespace {namespace!r} not found")
-        totals = MemoryCore(store, namespace, create=False).rolling_stats()
+        core = MemoryCore(store, namespace, create=False)
         if as_json:
-            render.print_json(
-                {
-                    "namespace": namespace,
-                    "unit_count": info.unit_count,
-                    "rolling_totals": totals.to_dict(),
-                }
-            )
+            render.print_json(stats_document(core, info))
             return
+        totals = core.rolling_stats()
         table = Table(title=f"rollings of {namespace!r}", title_justify="left")
         table.add_column("what")
         table.add_column("value", justify="right")

@@ -128,6 +128,17 @@ class RecallState(NamedTuple):
     embedder: str | None = None
 
 
+class StoredKey(NamedTuple):
+    """An API key as the store keeps it: never the secret, only its hash."""
+
+    key_id: str
+    secret_hash: str
+    namespaces: str
+    scope: str
+    created_at: int
+    revoked_at: int | None
+
+
 class TopicSlice(NamedTuple):
     """A slice filed under a topic path, with the range of messages it covers."""
 
@@ -405,6 +416,20 @@ class LogStore(Protocol):
 
     def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
         """Recall rows written by rollings `after` < seq <= `through`, in log order."""
+        ...
+
+    def add_api_key(self, key: StoredKey) -> None:
+        """Store a new key (its id must be new)."""
+        ...
+
+    def api_keys(self) -> list[StoredKey]:
+        """Every key, revoked ones too, oldest first."""
+        ...
+
+    def find_api_key(self, key_id: str) -> StoredKey | None: ...
+
+    def revoke_api_key(self, key_id: str, *, at: int) -> bool:
+        """Revoke a key; False if there is no such key (revoking twice is not an error)."""
         ...
 
     def topic_paths(self, namespace: str, *, limit: int = 100) -> list[tuple[str, int]]:

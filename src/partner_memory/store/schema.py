@@ -248,4 +248,17 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         )""",
         "CREATE INDEX topics_by_path ON topics (namespace_id, path)",
     ),
+    # Step 8: API keys of the HTTP service - only a hash of each secret is kept;
+    # `namespaces` is a glob ("agent-42/*"), `scope` read, write or admin.
+    (
+        """CREATE TABLE api_keys (
+            pk {serial},
+            key_id TEXT NOT NULL UNIQUE,
+            secret_hash TEXT NOT NULL,
+            namespaces TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            created_at BIGINT NOT NULL,
+            revoked_at BIGINT
+        )""",
+    ),
 )

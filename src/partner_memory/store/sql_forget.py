@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from partner_memory.errors import NotFoundError
 from partner_memory.store.base import Located, Resummary
 from partner_memory.store.sql_base import Cursor
-from partner_memory.store.sql_topics import TopicSql
+from partner_memory.store.sql_keys import KeySql
 from partner_memory.store.sql_window import chunks, in_list
 
 #: What a forgotten message's metadata says instead of what it said.
 FORGOTTEN_METADATA = '{"forgotten": true}'
 
 
-class ForgetSql(TopicSql):
+class ForgetSql(KeySql):
     """Forget verbs of `MemoryStore`."""
 
     def locate_messages(self, namespace: str, message_ids: Sequence[str]) -> list[Located]:

@@ -1,0 +1,96 @@
+"""`partner-memory serve` and `partner-memory keys ...`: the memory as an HTTP service."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from partner_memory.cli import render
+from partner_memory.cli.app import Db, Json, app, opened_store
+from partner_memory.cli.errors import reported
+from partner_memory.http import DEFAULT_MAX_BODY
+from partner_memory.keys import SCOPES, KeyRing
+from partner_memory.settings import DEFAULT_DATABASE
+
+keys = typer.Typer(
+    help="API keys of the HTTP service: a key opens a namespace pattern up to a scope.",
+    no_args_is_help=True,
+)
+app.add_typer(keys, name="keys")
+
+
+@app.command()
+def serve(
+    db: Db = DEFAULT_DATABASE,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8000,
+    workers: Annotated[
+        int, typer.Option(help="Worker processes (more than one only on PostgreSQL).")
+    ] = 1,
+    max_body: Annotated[
+        int, typer.Option(help="Largest request body in bytes (larger: 413).", min=1)
+    ] = DEFAULT_MAX_BODY,
+    insecure: Annotated[
+        bool, typer.Option(help="Serve a non-loopback address without any API key.")
+    ] = False,
+) -> None:
+    """Serve the memory over HTTP (/v1, /docs, /openapi.json, /healthz, /readyz)."""
+    from partner_memory.http.serve import serve as run
+
+    with reported():
+        run(db, host, port, workers=workers, max_body=max_body, insecure=insecure)
+
+
+@keys.command("create")
+def create_key(
+    namespaces: Annotated[
+        str, typer.Option(help="Namespaces the key opens, a glob: 'agent-42/*', '*'.")
+    ],
+    scope: Annotated[str, typer.Option(help=f"One of {', '.join(SCOPES)}.")] = "read",
+    db: Db = DEFAULT_DATABASE,
+    as_json: Json = False,
+) -> None:
+    """Create a key and print it - once: only its hash is kept."""
+    with reported(), opened_store(db, write=True) as store:
+        made, token = KeyRing(store).create(namespaces, scope)
+        if as_json:
+            render.print_json({"key": made.to_dict(), "token": token})
+            return
+        render.console.print(token)
+        render.warn(f"key {made.id}: store it now, it is not shown again")
+
+
+@keys.command("list")
+def list_keys(db: Db = DEFAULT_DATABASE, as_json: Json = False) -> None:
+    """Every key: id, namespaces, scope, and when it was made or revoked (never a secret)."""
+    with reported(), opened_store(db, write=False) as store:
+        found = KeyRing(store).list()
+        if as_json:
+            render.print_json({"keys": [k.to_dict() for k in found]})
+            return
+        table = Table(title="API keys", title_justify="left")
+        for column in ("id", "namespaces", "scope", "created (UTC)", "revoked (UTC)"):
+            table.add_column(column)
+        for key in found:
+            table.add_row(
+                key.id,
+                escape(key.namespaces),
+                key.scope,
+                render.when(key.created_at),
+                render.when(key.revoked_at),
+            )
+        render.console.print(table)
+
+
+@keys.command("revoke")
+def revoke_key(
+    key_id: Annotated[str, typer.Argument(metavar="ID", help="The key's id (`keys list`).")],
+    db: Db = DEFAULT_DATABASE,
+) -> None:
+    """Revoke a key: every worker refuses it from the next request on."""
+    with reported(), opened_store(db, write=True) as store:
+        KeyRing(store).revoke(key_id)
+        render.console.print(f"revoked {key_id}")

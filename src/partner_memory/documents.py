@@ -1,0 +1,55 @@
+"""The JSON documents every interface sends (docs/json.md), made in one place.
+
+The CLI's `--json` and the HTTP service answer with the same documents for
+the same question, so a field means one thing wherever it appears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from partner_memory.core import MemoryCore
+from partner_memory.model import NamespaceInfo, plain
+
+
+def unit_document(core: MemoryCore, unit_id: str, *, messages: bool) -> dict[str, Any]:
+    """A unit with its slices (and its messages)."""
+    info = core.get_unit_info(unit_id)
+    document = {
+        "namespace": core.namespace,
+        "unit": info.to_dict(),
+        "slices": plain(core.list_slices(unit_id)),
+    }
+    if messages:
+        document["messages"] = plain(core.read_messages(unit_id))
+    return document
+
+
+def slice_document(core: MemoryCore, unit_id: str, slice_id: str) -> dict[str, Any]:
+    """A slice's summary beside the original messages it covers."""
+    return {
+        "namespace": core.namespace,
+        "unit_id": unit_id,
+        "slice": core.get_memory_slice(unit_id, slice_id).to_dict(),
+        "messages": plain(core.read_slice_messages(unit_id, slice_id)),
+    }
+
+
+def stats_document(core: MemoryCore, info: NamespaceInfo) -> dict[str, Any]:
+    return {
+        "namespace": core.namespace,
+        "unit_count": info.unit_count,
+        "rolling_totals": core.rolling_stats().to_dict(),
+    }
+
+
+def namespaces_document(
+    page: Sequence[NamespaceInfo], *, total: int, limit: int, more: bool
+) -> dict[str, Any]:
+    return {
+        "namespaces": plain(page),
+        "total": total,
+        "limit": limit,
+        "next_after": page[-1].name if more and page else None,
+    }

@@ -1,0 +1,4 @@
+"""The HTTP service: an ASGI app over one `MemoryService` (FastAPI, served by uvicorn)."""
+
+#: Largest request body accepted by default (bytes); a larger one is 413.
+DEFAULT_MAX_BODY = 4 * 1024 * 1024

@@ -1,0 +1,158 @@
+"""The HTTP API: a thin adapter over one `MemoryService`, versioned under /v1.
+
+Every rule lives below (the service, the handles, the store); the routes
+turn requests into calls and answers into the documents of docs/json.md.
+Errors the library raises become statuses: bad input 422 (naming the field),
+unknown ids 404, conflicts 409, an unreachable database 503; keys are
+checked in `access`. A namespace is one path segment: one holding "/" is
+sent with it escaped (`agent-42%2Fmain`), and `_Guard` keeps that segment
+escaped for routing. `_Guard` also answers 413 to a body over the limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import unquote
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from partner_memory.errors import (
+    ConfigurationError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PartnerMemoryError,
+    StorageUnavailableError,
+)
+from partner_memory.http import DEFAULT_MAX_BODY, memory_routes, namespaces, recall_routes
+from partner_memory.http.access import Access, Refused
+from partner_memory.keys import KeyRing
+from partner_memory.service import MemoryService
+
+log = logging.getLogger(__name__)
+
+_STATUS: list[tuple[type[Exception], int, str]] = [
+    (InvalidInputError, 422, "invalid_input"),
+    (NotFoundError, 404, "not_found"),
+    (ConflictError, 409, "conflict"),
+    (StorageUnavailableError, 503, "unavailable"),
+    (ConfigurationError, 503, "unavailable"),
+]
+_PREFIX = b"/v1/namespaces/"
+
+Receive = Callable[[], Awaitable[Any]]
+Send = Callable[[Any], Awaitable[None]]
+ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
+
+
+def error(
+    status: int, code: str, message: str, fields: list[dict[str, str]] | None = None
+) -> JSONResponse:
+    """The body of every error (`models.ErrorBody`)."""
+    body: dict[str, Any] = {"code": code, "message": message}
+    if fields is not None:
+        body["fields"] = fields
+    return JSONResponse({"error": body}, status_code=status)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Guard:
+    """ASGI middleware: an escaped namespace segment stays escaped for routing, and a body
+    over the limit is refused (by its declared length, or as it streams in)."""
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = scope.get("raw_path") or b""
+        if raw.startswith(_PREFIX):
+            segment, slash, rest = raw[len(_PREFIX) :].partition(b"/")
+            tail = slash.decode() + unquote(rest.decode("latin-1"))
+            scope = dict(scope, path=_PREFIX.decode() + segment.decode("latin-1") + tail)
+        too_large = error(413, "too_large", f"request body over {self.max_body} bytes")
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_body:
+            await too_large(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge:
+            await too_large(scope, receive, send)
+
+
+def create_app(
+    service: MemoryService, *, max_body: int = DEFAULT_MAX_BODY, owns_service: bool = False
+) -> ASGIApp:
+    """The ASGI application serving `service` (closed with the server if it `owns_service`)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owns_service:
+            service.close()  # waits for rollings in flight
+
+    api = FastAPI(
+        title="partner-memory",
+        version="1",
+        description="Long-term memory for AI agents: record, roll, recall and forget.",
+        lifespan=lifespan,
+    )
+    api.state.access = Access(service, KeyRing(service.store, service.clock))
+    for router in (namespaces.router, memory_routes.router, recall_routes.router):
+        api.include_router(router)
+    for kind, status, code in _STATUS:
+        api.add_exception_handler(kind, _handler(status, code))
+    api.add_exception_handler(Refused, _refused)
+    api.add_exception_handler(RequestValidationError, _invalid)
+    api.add_exception_handler(PartnerMemoryError, _unexpected)
+    guarded: ASGIApp = _Guard(api, max_body)
+    return guarded
+
+
+def _handler(status: int, code: str) -> Callable[[Request, Exception], JSONResponse]:
+    def handle(request: Request, exc: Exception) -> JSONResponse:
+        return error(status, code, str(exc))
+
+    return handle
+
+
+def _invalid(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    fields = [
+        {"field": ".".join(str(part) for part in problem["loc"]), "problem": problem["msg"]}
+        for problem in exc.errors()
+    ]
+    named = "; ".join(f"{f['field']}: {f['problem']}" for f in fields)
+    return error(422, "invalid_input", named or "invalid request", fields)
+
+
+def _refused(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, Refused)
+    return error(exc.status, "refused", exc.message)
+
+
+def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.error("request failed: %s", type(exc).__name__)  # never a body or a key
+    return error(500, "internal", type(exc).__name__)

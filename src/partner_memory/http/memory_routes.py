@@ -1,0 +1,145 @@
+"""Routes that write a namespace's memory and read it back."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import PlainTextResponse
+
+from partner_memory.context import render_xml
+from partner_memory.core import MAX_PAGE_SIZE
+from partner_memory.documents import slice_document, unit_document
+from partner_memory.http.access import Caller, Ns, Served
+from partner_memory.http.models import ERRORS, MAX_MS, MessagesIn, TurnIn
+from partner_memory.memory import DEFAULT_DOMAINS
+from partner_memory.model import Message, plain
+
+router = APIRouter(responses=ERRORS)
+
+
+@router.post("/v1/namespaces/{namespace}/turns", status_code=201, tags=["write"])
+def record_turn(namespace: Ns, body: TurnIn, access: Served, key: Caller) -> dict[str, Any]:
+    """Record one exchange (creating the namespace); a rolling may start in the background."""
+    name = access.allowed(key, namespace, "write")
+    turn = access.memory(name, create=True).record_turn(
+        body.user_input,
+        body.assistant_output,
+        source=body.source,
+        timestamp=body.timestamp,
+        metadata=body.metadata,
+    )
+    return {
+        "namespace": name,
+        "messages": plain([turn.user, turn.assistant]),
+        "replied": turn.replied,
+    }
+
+
+@router.post("/v1/namespaces/{namespace}/messages", status_code=201, tags=["write"])
+def record_messages(namespace: Ns, body: MessagesIn, access: Served, key: Caller) -> dict[str, Any]:
+    """Record messages as they are: roles, ids, times, metadata."""
+    name = access.allowed(key, namespace, "write")
+    given = [
+        Message(m.role, m.content, timestamp=m.timestamp, metadata=m.metadata)
+        if m.id is None
+        else Message(m.role, m.content, id=m.id, timestamp=m.timestamp, metadata=m.metadata)
+        for m in body.messages
+    ]
+    access.memory(name, create=True).record_messages(given)
+    return {"namespace": name, "messages": plain(given)}
+
+
+@router.post("/v1/namespaces/{namespace}/roll", tags=["write"])
+def roll(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
+    """Roll the window now; `rolled` is false when there was too little to roll."""
+    name = access.allowed(key, namespace, "write")
+    result = access.memory(name).roll_now()
+    return {
+        "namespace": name,
+        "rolled": result is not None,
+        "unit_id": None if result is None else result.memory_unit.id,
+        "slice": None if result is None else result.memory_slice.to_dict(),
+    }
+
+
+@router.post("/v1/namespaces/{namespace}/session/end", tags=["write"])
+def end_session(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
+    """Start a new memory session: the next rolling opens a new unit."""
+    name = access.allowed(key, namespace, "write")
+    session = access.memory(name).core.refresh_memory_session()
+    return {"namespace": name, "memory_session_id": session}
+
+
+@router.get("/v1/namespaces/{namespace}/window", tags=["read"])
+def window(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
+    """The messages not rolled yet."""
+    name = access.allowed(key, namespace, "read")
+    access.memory(name)  # 404 for an unknown namespace
+    held = access.service.store.load_trajectory(name)
+    return {"namespace": name, "messages": plain(held.messages)}
+
+
+@router.get(
+    "/v1/namespaces/{namespace}/context",
+    tags=["read"],
+    response_model=None,
+    responses={
+        200: {
+            "description": "The blocks (json) or the context as XML.",
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "application/xml": {"schema": {"type": "string"}},
+            },
+        }
+    },
+)
+def context(
+    namespace: Ns,
+    access: Served,
+    key: Caller,
+    format: Annotated[str, Query(pattern="^(json|xml)$")] = "json",
+) -> dict[str, Any] | PlainTextResponse:
+    """The context as the agent receives it: its blocks (json), or the XML."""
+    name = access.allowed(key, namespace, "read")
+    blocks = access.memory(name).context(DEFAULT_DOMAINS)
+    if format == "xml":
+        return PlainTextResponse(render_xml(blocks), media_type="application/xml")
+    return {"namespace": name, "blocks": plain(blocks)}
+
+
+@router.get("/v1/namespaces/{namespace}/units", tags=["read"])
+def units(
+    namespace: Ns,
+    access: Served,
+    key: Caller,
+    *,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 20,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+    after: Annotated[str | None, Query(max_length=400)] = None,
+    since: Annotated[int | None, Query(ge=0, le=MAX_MS)] = None,
+    until: Annotated[int | None, Query(ge=0, le=MAX_MS)] = None,
+) -> dict[str, Any]:
+    """Units newest first, paged; `since`/`until` bound their times."""
+    name = access.allowed(key, namespace, "read")
+    core = access.memory(name).core
+    page = core.list_units(limit=limit, offset=offset, since=since, until=until, after=after)
+    return {"namespace": name} | page.to_dict()
+
+
+@router.get("/v1/namespaces/{namespace}/units/{unit_id}", tags=["read"])
+def unit(
+    namespace: Ns, unit_id: str, access: Served, key: Caller, messages: bool = False
+) -> dict[str, Any]:
+    """A unit and its slices (and with `messages`, its messages)."""
+    name = access.allowed(key, namespace, "read")
+    return unit_document(access.memory(name).core, unit_id, messages=messages)
+
+
+@router.get("/v1/namespaces/{namespace}/units/{unit_id}/slices/{slice_id}", tags=["read"])
+def memory_slice(
+    namespace: Ns, unit_id: str, slice_id: str, access: Served, key: Caller
+) -> dict[str, Any]:
+    """A slice's summary beside the original messages it covers."""
+    name = access.allowed(key, namespace, "read")
+    return slice_document(access.memory(name).core, unit_id, slice_id)

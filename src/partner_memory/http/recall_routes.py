@@ -1,0 +1,68 @@
+"""Routes to recall and to forget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from partner_memory.errors import NotFoundError
+from partner_memory.http.access import Caller, Ns, Served
+from partner_memory.http.models import ERRORS, ForgetMessagesIn, RecallIn
+
+router = APIRouter(responses=ERRORS)
+
+
+@router.post("/v1/namespaces/{namespace}/recall", tags=["recall"])
+def recall(namespace: Ns, body: RecallIn, access: Served, key: Caller) -> dict[str, Any]:
+    """The messages that best match the query, with the slices that hold them (by words,
+    meaning, a date in the query, or a topic)."""
+    name = access.allowed(key, namespace, "read")
+    found = access.memory(name).recall(
+        body.query,
+        k=body.k,
+        since=body.since,
+        until=body.until,
+        dates=body.dates,
+        topic=body.topic,
+        activate=False,
+    )
+    return {"namespace": name} | found.to_dict()
+
+
+@router.post("/v1/namespaces/{namespace}/forget/messages", tags=["forget"])
+def forget_messages(
+    namespace: Ns, body: ForgetMessagesIn, access: Served, key: Caller
+) -> dict[str, Any]:
+    """Forget messages everywhere; the slices that held them are summarised again."""
+    name = access.allowed(key, namespace, "admin")
+    count = access.memory(name).forget_messages(body.message_ids)
+    return {"namespace": name, "message_count": count}
+
+
+@router.delete("/v1/namespaces/{namespace}/units/{unit_id}/slices/{slice_id}", tags=["forget"])
+def forget_slice(
+    namespace: Ns, unit_id: str, slice_id: str, access: Served, key: Caller
+) -> dict[str, Any]:
+    """Forget a slice: its summary and every message it covers."""
+    name = access.allowed(key, namespace, "admin")
+    count = access.memory(name).forget_slice(unit_id, slice_id)
+    return {"namespace": name, "message_count": count}
+
+
+@router.delete("/v1/namespaces/{namespace}/units/{unit_id}", tags=["forget"])
+def forget_unit(namespace: Ns, unit_id: str, access: Served, key: Caller) -> dict[str, Any]:
+    """Forget a whole unit (one memory session)."""
+    name = access.allowed(key, namespace, "admin")
+    access.memory(name).forget_unit(unit_id)
+    return {"namespace": name, "unit_id": unit_id}
+
+
+@router.delete("/v1/namespaces/{namespace}", tags=["forget"])
+def forget_namespace(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
+    """Forget a whole namespace."""
+    name = access.allowed(key, namespace, "admin")
+    if access.service.store.get_namespace(name) is None:
+        raise NotFoundError(f"namespace {name!r} not found")
+    access.service.forget_namespace(name)
+    return {"namespace": name}

@@ -1,0 +1,258 @@
+"""The HTTP service end to end, against a real server process on a loopback port: every
+route, its errors (404/409/413/422, never a 500), and keys (401/403 changing nothing)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from partner_memory.cli import app
+from partner_memory.store import open_store
+from tests.http_server import Server
+
+NS = "agent-42%2Fmain"  # the namespace "agent-42/main", escaped in a path
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> str:
+    return str(tmp_path / "served.db")
+
+
+@pytest.fixture
+def server(database: str) -> Iterator[Server]:
+    running = Server(database)
+    yield running
+    running.stop()
+
+
+def _converse(client: httpx.Client) -> dict[str, Any]:
+    for said, answer in [
+        ("I adopted a cat named Luna", "Lovely! What colour is she?"),
+        ("Black with white paws", "Sounds adorable"),
+        ("We fly to Kyoto in April", "I will remember the trip"),
+    ]:
+        made = client.post(
+            f"/v1/namespaces/{NS}/turns", json={"user_input": said, "assistant_output": answer}
+        )
+        assert made.status_code == 201, made.text
+    rolled = client.post(f"/v1/namespaces/{NS}/roll")
+    assert rolled.status_code == 200, rolled.text
+    document: dict[str, Any] = rolled.json()
+    assert document["rolled"] is True
+    return document
+
+
+def test_memory_over_http_end_to_end(server: Server) -> None:
+    with server.client() as client:
+        assert client.get("/readyz").json() == {"status": "ready"}
+        created = client.post("/v1/namespaces", json={"namespace": "agent-42/main"})
+        assert created.status_code == 201
+        assert created.json()["namespace"] == "agent-42/main"
+        assert client.post("/v1/namespaces", json={"namespace": "agent-42/main"}).status_code == 409
+        rolled = _converse(client)
+        unit_id, slice_id = rolled["unit_id"], rolled["slice"]["id"]
+        units = client.get(f"/v1/namespaces/{NS}/units", params={"limit": 5}).json()
+        assert [u["id"] for u in units["units"]] == [unit_id]
+        unit = client.get(f"/v1/namespaces/{NS}/units/{unit_id}", params={"messages": True})
+        assert unit.json()["unit"]["message_count"] == len(unit.json()["messages"])
+        shown = client.get(f"/v1/namespaces/{NS}/units/{unit_id}/slices/{slice_id}").json()
+        assert shown["slice"]["id"] == slice_id
+        assert any("Luna" in m["content"] for m in shown["messages"])
+        found = client.post(f"/v1/namespaces/{NS}/recall", json={"query": "cat name", "k": 3})
+        assert found.status_code == 200
+        luna = found.json()["hits"][0]["message"]
+        assert "Luna" in luna["content"]
+        window = client.get(f"/v1/namespaces/{NS}/window").json()["messages"]
+        client.post(
+            f"/v1/namespaces/{NS}/messages",
+            json={"messages": [{"role": "user", "content": "Also: no seafood", "id": "m-1"}]},
+        )
+        after = client.get(f"/v1/namespaces/{NS}/window").json()["messages"]
+        assert [m["id"] for m in after] == [m["id"] for m in window] + ["m-1"]
+        blocks = client.get(f"/v1/namespaces/{NS}/context").json()["blocks"]
+        assert "dialog_history" in {b["name"] for b in blocks}
+        xml = client.get(f"/v1/namespaces/{NS}/context", params={"format": "xml"})
+        assert xml.headers["content-type"].startswith("application/xml")
+        assert "<dialog_history" in xml.text
+        stats = client.get(f"/v1/namespaces/{NS}/stats").json()
+        assert stats["rolling_totals"]["rolling_count"] == 1
+        log = client.get(f"/v1/namespaces/{NS}/rollings").json()["rollings"]
+        assert [r["seq"] for r in log] == [1]
+        session = client.post(f"/v1/namespaces/{NS}/session/end").json()
+        assert session["memory_session_id"]
+        forgot = client.post(
+            f"/v1/namespaces/{NS}/forget/messages", json={"message_ids": [luna["id"]]}
+        )
+        assert forgot.json()["message_count"] == 1
+        again = client.post(f"/v1/namespaces/{NS}/recall", json={"query": "Luna"}).json()
+        assert all("Luna" not in h["message"]["content"] for h in again["hits"])
+        shown = client.get(f"/v1/namespaces/{NS}/units/{unit_id}/slices/{slice_id}").json()
+        assert all("Luna" not in m["content"] for m in shown["messages"])
+        assert client.delete(f"/v1/namespaces/{NS}/units/{unit_id}").status_code == 200
+        assert client.get(f"/v1/namespaces/{NS}/units/{unit_id}").status_code == 404
+        assert client.delete(f"/v1/namespaces/{NS}").status_code == 200
+        assert client.get("/v1/namespaces").json()["namespaces"] == []
+
+
+def test_bad_requests_are_4xx_naming_the_problem(server: Server) -> None:
+    with server.client() as client:
+        _converse(client)
+        bad = client.post(f"/v1/namespaces/{NS}/recall", json={"query": "x", "k": 0})
+        assert bad.status_code == 422
+        assert bad.json()["error"]["fields"][0]["field"] == "body.k"
+        extra = client.post(
+            f"/v1/namespaces/{NS}/turns",
+            json={"user_input": "a", "assistant_output": "b", "colour": "red"},
+        )
+        assert extra.status_code == 422
+        assert "colour" in extra.text
+        nul = client.post(
+            f"/v1/namespaces/{NS}/turns", json={"user_input": "a\x00b", "assistant_output": "c"}
+        )
+        assert nul.status_code == 422
+        assert "user_input" in nul.json()["error"]["message"] or "NUL" in nul.text
+        assert client.post(f"/v1/namespaces/{NS}/recall", content=b"{").status_code == 422
+        unknown = client.get("/v1/namespaces/nobody/window")
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["message"] == "namespace 'nobody' not found"
+        assert client.get(f"/v1/namespaces/{NS}/units/no-such-unit").status_code == 404
+        big = client.post(
+            f"/v1/namespaces/{NS}/turns",
+            json={"user_input": "x" * (5 * 1024 * 1024), "assistant_output": "y"},
+        )
+        assert big.status_code == 413
+        stats = client.get(f"/v1/namespaces/{NS}/stats").json()
+        assert stats["rolling_totals"]["rolling_count"] == 1  # nothing of the above stored
+
+
+def _key(database: str, namespaces: str, scope: str) -> tuple[str, str]:
+    made = CliRunner().invoke(
+        app,
+        [
+            "keys",
+            "create",
+            "--namespaces",
+            namespaces,
+            "--scope",
+            scope,
+            "--db",
+            database,
+            "--json",
+        ],
+    )
+    assert made.exit_code == 0, made.output
+    document = json.loads(made.output)
+    return document["key"]["id"], document["token"]
+
+
+#: (method, path, body, scope it needs) of every /v1 route, on namespace agent-42/main.
+ROUTES: list[tuple[str, str, dict[str, Any] | None, str]] = [
+    ("GET", f"/v1/namespaces/{NS}/stats", None, "read"),
+    ("GET", f"/v1/namespaces/{NS}/rollings", None, "read"),
+    ("GET", f"/v1/namespaces/{NS}/window", None, "read"),
+    ("GET", f"/v1/namespaces/{NS}/context", None, "read"),
+    ("GET", f"/v1/namespaces/{NS}/units", None, "read"),
+    ("GET", f"/v1/namespaces/{NS}/units/UNIT", None, "read"),
+    ("GET", f"/v1/namespaces/{NS}/units/UNIT/slices/SLICE", None, "read"),
+    ("POST", f"/v1/namespaces/{NS}/recall", {"query": "cat"}, "read"),
+    ("POST", "/v1/namespaces", {"namespace": "agent-42/main"}, "write"),
+    ("POST", f"/v1/namespaces/{NS}/turns", {"user_input": "a", "assistant_output": "b"}, "write"),
+    (
+        "POST",
+        f"/v1/namespaces/{NS}/messages",
+        {"messages": [{"role": "user", "content": "c"}]},
+        "write",
+    ),
+    ("POST", f"/v1/namespaces/{NS}/roll", None, "write"),
+    ("POST", f"/v1/namespaces/{NS}/session/end", None, "write"),
+    ("POST", f"/v1/namespaces/{NS}/forget/messages", {"message_ids": ["MESSAGE"]}, "admin"),
+    ("DELETE", f"/v1/namespaces/{NS}/units/UNIT/slices/SLICE", None, "admin"),
+    ("DELETE", f"/v1/namespaces/{NS}/units/UNIT", None, "admin"),
+    ("DELETE", f"/v1/namespaces/{NS}", None, "admin"),
+]
+
+
+def test_keys_open_namespaces_up_to_their_scope(database: str) -> None:
+    """Every route x {no key, revoked key, another namespace's key, a key of a lower scope}:
+    401 or 403, and the stored memory is exactly as it was."""
+    server = Server(database)
+    try:
+        _, admin = _key(database, "*", "admin")
+        with server.client(admin) as client:
+            rolled = _converse(client)
+            luna = client.post(f"/v1/namespaces/{NS}/recall", json={"query": "Luna"}).json()
+        names = {
+            "UNIT": rolled["unit_id"],
+            "SLICE": rolled["slice"]["id"],
+            "MESSAGE": luna["hits"][0]["message"]["id"],
+        }
+        revoked_id, revoked = _key(database, "*", "admin")
+        assert (
+            CliRunner().invoke(app, ["keys", "revoke", revoked_id, "--db", database]).exit_code == 0
+        )
+        _, elsewhere = _key(database, "agent-7/*", "admin")
+        _, reader = _key(database, "agent-42/*", "read")
+        _, writer = _key(database, "agent-42/*", "write")
+        store = open_store(database)
+        before = store.export_namespace("agent-42/main")
+        for method, route, body, scope in ROUTES:
+            path = route
+            for name, value in names.items():
+                path = path.replace(name, value)
+            tries: list[tuple[str | None, int]] = [
+                (None, 401),
+                ("pm_000000000000_" + "x" * 43, 401),
+                (revoked, 401),
+                (elsewhere, 403),
+            ]
+            if scope != "read":
+                tries.append((reader, 403))
+            if scope == "admin":
+                tries.append((writer, 403))
+            for token, status in tries:
+                with server.client(token) as client:
+                    answer = client.request(method, path, json=body)
+                assert answer.status_code == status, (method, path, token, answer.text)
+                assert "error" in answer.json()
+        assert store.export_namespace("agent-42/main") == before
+        with server.client(reader) as client:  # and what the key may do, it does
+            assert client.get(f"/v1/namespaces/{NS}/stats").status_code == 200
+            listed = client.get("/v1/namespaces").json()["namespaces"]
+            assert [n["namespace"] for n in listed] == ["agent-42/main"]
+        with server.client(elsewhere) as client:
+            assert client.get("/v1/namespaces").json()["namespaces"] == []
+        with server.client() as client:  # health needs no key
+            assert client.get("/healthz").status_code == 200
+        store.close()
+        listed = CliRunner().invoke(app, ["keys", "list", "--db", database, "--json"])
+        keys = json.loads(listed.output)["keys"]
+        assert [k["revoked_at"] is not None for k in keys] == [False, True, False, False, False]
+        assert all("hash" not in k and "token" not in k for k in keys)
+    finally:
+        log = server.stop()
+    assert admin not in log  # no key or message body is logged
+    assert "Luna" not in log
+
+
+def test_serve_refuses_what_would_not_be_safe_or_work(database: str) -> None:
+    runner = CliRunner()
+    workers = runner.invoke(app, ["serve", "--db", database, "--workers", "2"])
+    assert workers.exit_code != 0
+    assert "PostgreSQL" in workers.output
+    exposed = runner.invoke(app, ["serve", "--db", database, "--host", "0.0.0.0"])
+    assert exposed.exit_code != 0
+    assert "--insecure" in exposed.output
+    bad = runner.invoke(
+        app, ["keys", "create", "--namespaces", "*", "--scope", "root", "--db", database]
+    )
+    assert bad.exit_code == 4
+    assert "scope" in bad.output
+    missing = runner.invoke(app, ["keys", "revoke", "abc", "--db", database])
+    assert missing.exit_code != 0
+    assert "not found" in missing.output

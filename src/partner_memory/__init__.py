@@ -5,6 +5,7 @@ from partner_memory.config import Settings
 from partner_memory.context import ContextBlock, ContextWorkspace, Domain
 from partner_memory.core import MemoryCore, UnitPage
 from partner_memory.errors import (
+    AccessDeniedError,
     ConfigurationError,
     ConflictError,
     InvalidInputError,
@@ -39,6 +40,7 @@ from partner_memory.store import Capability, LogTransaction, MemoryStore, open_s
 from partner_memory.trajectory import Turn
 
 __all__ = [
+    "AccessDeniedError",
     "AfterRolling",
     "Capability",
     "Clock",

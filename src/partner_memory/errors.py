@@ -6,7 +6,8 @@
     ├── ConflictError            stored state disagrees with what the caller asked for
     ├── ConfigurationError       a setting (database URL, path) that cannot be used
     ├── StorageUnavailableError  the database cannot be opened, read or written now
-    └── LLMError                 a chat completion failed or returned nothing usable
+    ├── LLMError                 a chat completion failed or returned nothing usable
+    └── AccessDeniedError        the service refused the client's key (401, 403)
 
 Backends translate driver errors into this tree at their transaction
 boundary; the CLI and HTTP layers map it to exit and status codes in one place.
@@ -41,3 +42,8 @@ class StorageUnavailableError(PartnerMemoryError):
 
 class LLMError(PartnerMemoryError):
     """A chat completion that failed or returned nothing usable; rolling falls back."""
+
+
+class AccessDeniedError(PartnerMemoryError, PermissionError):
+    """The memory service refused the client's key: none, unknown, revoked (401), or
+    outside its namespaces or scope (403)."""

@@ -10,9 +10,11 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Literal, get_args
+from enum import Enum
+from types import UnionType
+from typing import Any, ClassVar, Literal, Self, Union, get_args, get_origin, get_type_hints
 
 from partner_memory.errors import InvalidInputError
 
@@ -40,6 +42,36 @@ class Record:
             self.json_keys.get(f.name, f.name): plain(getattr(self, f.name))
             for f in fields(self)  # type: ignore[arg-type]
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """The record a `to_dict()` document describes (what the HTTP client reads back);
+        keys the record does not know are ignored, so documents may grow."""
+        hints = get_type_hints(cls)
+        given = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            key = cls.json_keys.get(f.name, f.name)
+            if key in data:
+                given[f.name] = _typed(hints[f.name], data[key])
+        return cls(**given)
+
+
+def _typed(hint: Any, value: Any) -> Any:
+    """`value` (JSON data) as the type `hint` names: records, enums, lists, tuples."""
+    if value is None:
+        return None
+    origin, arguments = get_origin(hint), get_args(hint)
+    if origin in (Union, UnionType):
+        usable = [a for a in arguments if a is not type(None)]
+        return _typed(usable[0], value) if len(usable) == 1 else value
+    if origin in (list, tuple, Sequence) and isinstance(value, list):
+        items = [_typed(arguments[0], v) for v in value] if arguments else value
+        return tuple(items) if origin is tuple else items
+    if isinstance(hint, type) and issubclass(hint, Record) and isinstance(value, Mapping):
+        return hint.from_dict(value)
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return hint(value)
+    return value
 
 
 def plain(value: Any) -> Any:

@@ -9,11 +9,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from partner_memory.cli import render
-from partner_memory.cli.app import Db, Json, app, opened_store
+from partner_memory.cli.app import Db, Json, Namespace, app, opened_store
 from partner_memory.cli.errors import reported
 from partner_memory.http import DEFAULT_MAX_BODY
 from partner_memory.keys import SCOPES, KeyRing
-from partner_memory.settings import DEFAULT_DATABASE
+from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
 
 keys = typer.Typer(
     help="API keys of the HTTP service: a key opens a namespace pattern up to a scope.",
@@ -94,3 +94,17 @@ def revoke_key(
     with reported(), opened_store(db, write=True) as store:
         KeyRing(store).revoke(key_id)
         render.console.print(f"revoked {key_id}")
+
+
+@app.command("mcp")
+def mcp_stdio(db: Db = DEFAULT_DATABASE, namespace: Namespace = DEFAULT_NAMESPACE) -> None:
+    """Serve one namespace as MCP tools over stdio, for an MCP client that starts it."""
+    from partner_memory.mcp_tools import build_server
+    from partner_memory.service import MemoryService
+
+    with reported():
+        service = MemoryService.open(db)
+        try:
+            build_server(service, namespace).run("stdio")
+        finally:
+            service.close()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
+from partner_memory.core import MAX_PAGE_SIZE
 from partner_memory.errors import NotFoundError
 from partner_memory.http.access import Caller, Ns, Served
 from partner_memory.http.models import ERRORS, ForgetMessagesIn, RecallIn
@@ -66,3 +67,16 @@ def forget_namespace(namespace: Ns, access: Served, key: Caller) -> dict[str, An
         raise NotFoundError(f"namespace {name!r} not found")
     access.service.forget_namespace(name)
     return {"namespace": name}
+
+
+@router.get("/v1/namespaces/{namespace}/topics", tags=["recall"])
+def topics(
+    namespace: Ns,
+    access: Served,
+    key: Caller,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 100,
+) -> dict[str, Any]:
+    """The topic paths the LLM filed the namespace's slices under, most used first."""
+    name = access.allowed(key, namespace, "read")
+    found = access.memory(name).topics(limit=limit)
+    return {"namespace": name, "topics": [t.to_dict() for t in found]}

@@ -1,0 +1,239 @@
+"""The HTTP service under load, beside the stack's own ceiling and the library in process.
+
+`partner-memory serve` with 4 workers on PostgreSQL; a load generator in its
+own process (asyncio + httpx, loopback only): 64 concurrent clients over
+1,000 namespaces for 60 s, each request a recorded turn (4 in 5) or a
+recall. Then every acknowledged turn is checked to be stored exactly once.
+Beside it, in the same run: a bare FastAPI endpoint that does nothing (same
+uvicorn, same 4 workers, same generator) and the library called in process
+(64 threads on one `MemoryService`). Prints requests/s and p50/p99 per
+endpoint.
+
+Usage: python benchmarks/bench_http.py [--seconds 60] [--clients 64] [--namespaces 1000]
+       [--pg URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench_ingest import pct, pg_schema_url  # same folder: the scripts share helpers
+
+ROOT = Path(__file__).resolve().parent.parent
+RECALL_SHARE = 0.2
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start(command: list[str], url: str) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return process
+        except httpx.TransportError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"{command} did not start")
+
+
+async def load(
+    url: str, seconds: float, clients: int, namespaces: int, bare: bool
+) -> dict[str, Any]:
+    """The generator: returns latencies per endpoint and the acknowledged message ids."""
+    latencies: dict[str, list[float]] = {"turn": [], "recall": []}
+    acknowledged: list[str] = []
+    errors = 0
+    stop = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+
+        async def worker(number: int) -> None:
+            nonlocal errors
+            rng = random.Random(number)
+            turn = 0
+            while time.monotonic() < stop:
+                namespace = f"ns-{rng.randrange(namespaces):04d}"
+                recall = rng.random() < RECALL_SHARE
+                began = time.perf_counter()
+                if bare:
+                    response = await client.post("/nothing", json={"n": turn})
+                elif recall:
+                    response = await client.post(
+                        f"/v1/namespaces/{namespace}/recall", json={"query": "kiwi trip", "k": 5}
+                    )
+                else:
+                    response = await client.post(
+                        f"/v1/namespaces/{namespace}/turns",
+                        json={
+                            "user_input": f"client {number} turn {turn}: a kiwi trip",
+                            "assistant_output": "noted",
+                        },
+                    )
+                spent = (time.perf_counter() - began) * 1000
+                turn += 1
+                if response.status_code >= 300:
+                    if not (recall and response.status_code == 404):  # not recorded into yet
+                        errors += 1
+                    continue
+                latencies["recall" if recall and not bare else "turn"].append(spent)
+                if not bare and not recall:
+                    acknowledged.extend(m["id"] for m in response.json()["messages"])
+
+        await asyncio.gather(*(worker(n) for n in range(clients)))
+    return {"latencies": latencies, "acknowledged": acknowledged, "errors": errors}
+
+
+def in_process(database: str, seconds: float, clients: int, namespaces: int) -> dict[str, Any]:
+    """The same mix on the library, `clients` threads over one service."""
+    from partner_memory import MemoryService, NotFoundError
+
+    service = MemoryService.open(database)
+    latencies: dict[str, list[float]] = {"turn": [], "recall": []}
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def worker(number: int) -> None:
+        rng = random.Random(number)
+        turn = 0
+        while time.monotonic() < stop:
+            namespace = f"lib-{rng.randrange(namespaces):04d}"
+            recall = rng.random() < RECALL_SHARE
+            began = time.perf_counter()
+            try:
+                memory = service.memory(namespace, create=not recall)
+                if recall:
+                    memory.recall("kiwi trip", k=5, activate=False)
+                else:
+                    memory.record_turn(f"client {number} turn {turn}: a kiwi trip", "noted")
+            except NotFoundError:
+                continue
+            spent = (time.perf_counter() - began) * 1000
+            turn += 1
+            with lock:
+                latencies["recall" if recall else "turn"].append(spent)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    service.close()
+    return {"latencies": latencies}
+
+
+def row(name: str, result: dict[str, Any], seconds: float) -> list[str]:
+    lines = []
+    for endpoint, samples in result["latencies"].items():
+        if samples:
+            lines.append(
+                f"| {name} | {endpoint} | {len(samples) / seconds:,.0f} |"
+                f" {statistics.median(samples):.1f} | {pct(samples, 0.99):.1f} |"
+            )
+    return lines
+
+
+def stored_once(database: str, acknowledged: list[str]) -> str:
+    from partner_memory.core import MemoryCore
+    from partner_memory.store import open_store
+
+    store = open_store(database)
+    seen: list[str] = []
+    for info in store.list_namespaces(limit=100_000):
+        core = MemoryCore(store, info.name, create=False)
+        stored = [m.id for unit in core.unit_ids() for m in core.read_messages(unit)]
+        window = [m.id for m in store.load_trajectory(info.name).messages]
+        seen += list(dict.fromkeys([*stored, *window]))
+        if len(stored) != len(set(stored)):
+            return f"{info.name}: a message stored twice"
+    store.close()
+    if sorted(seen) != sorted(acknowledged):
+        return f"{len(acknowledged):,} acknowledged, {len(seen):,} stored: NOT the same"
+    return f"all {len(acknowledged):,} acknowledged messages stored exactly once"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--namespaces", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--load", help=argparse.SUPPRESS)  # the generator's own process
+    parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.load:
+        result = asyncio.run(
+            load(args.load, args.seconds, args.clients, args.namespaces, args.bare)
+        )
+        Path(args.out).write_text(json.dumps(result))
+        return
+    database = pg_schema_url(args.pg)
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, command, bare in [
+            (
+                "partner-memory serve",
+                [sys.executable, "-m", "partner_memory", "serve", "--db", database],
+                False,
+            ),
+            (
+                "bare FastAPI endpoint",
+                [sys.executable, "-m", "uvicorn", "bare_app:app", "--app-dir", "benchmarks",
+                 "--log-level", "warning"],
+                True,
+            ),
+        ]:  # fmt: skip
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            server = start([*command, "--port", str(port), "--workers", str(args.workers)], url)
+            out = Path(tmp) / f"{port}.json"
+            subprocess.run(
+                [sys.executable, __file__, "--load", url, "--out", str(out),
+                 "--seconds", str(args.seconds), "--clients", str(args.clients),
+                 "--namespaces", str(args.namespaces), *(["--bare"] if bare else [])],
+                check=True, cwd=ROOT / "benchmarks", env=dict(os.environ),
+            )  # fmt: skip
+            server.terminate()
+            server.wait(60)
+            result = json.loads(out.read_text())
+            lines += row(name, result, args.seconds)
+            if not bare:
+                check = stored_once(database, result["acknowledged"])
+                errors = result["errors"]
+        library = in_process(database, args.seconds, args.clients, args.namespaces)
+        lines += row(f"library in process ({args.clients} threads)", library, args.seconds)
+    print(
+        f"\n{args.clients} clients, {args.namespaces:,} namespaces, {args.seconds:.0f} s,"
+        f" {args.workers} workers, PostgreSQL; {RECALL_SHARE:.0%} recalls\n"
+    )
+    print("| system | endpoint | requests/s | p50 ms | p99 ms |")
+    print("| --- | --- | --- | --- | --- |")
+    print("\n".join(lines))
+    print(f"\nafter the load: {check}; {errors} failed requests")
+
+
+if __name__ == "__main__":
+    main()

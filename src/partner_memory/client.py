@@ -1,0 +1,358 @@
+"""A memory served by `partner-memory serve`, used like the embedded handle.
+
+`MemoryClient(url, namespace, key=...)` (and `AsyncMemoryClient`, awaited)
+has the methods of `PartnerMemory` an agent uses - record, roll, context,
+recall, forget, stats, topics - returning the same objects and raising the
+same errors (`NotFoundError`, `InvalidInputError`, ...; `AccessDeniedError`
+for a refused key), so moving memory out of the agent's process is one
+line. Requests, answers and statuses are made in one place (`_Call`); the
+two classes only differ in how they send them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from partner_memory.context.workspace import ResolvedBlock
+from partner_memory.errors import (
+    AccessDeniedError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PartnerMemoryError,
+    StorageUnavailableError,
+)
+from partner_memory.model import MemorySlice, Message, RollingTotals
+from partner_memory.recall.results import RecallResult, TopicCount
+from partner_memory.settings import DEFAULT_NAMESPACE
+from partner_memory.trajectory import Turn
+
+_ERRORS: dict[int, type[PartnerMemoryError]] = {
+    401: AccessDeniedError,
+    403: AccessDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: InvalidInputError,
+    422: InvalidInputError,
+    503: StorageUnavailableError,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One request, and how its answer becomes a result."""
+
+    method: str
+    path: str
+    body: dict[str, Any] | None = None
+    params: dict[str, Any] | None = None
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        message = str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        message = response.text[:500]
+    kind = _ERRORS.get(response.status_code, PartnerMemoryError)
+    raise kind(f"{message} (HTTP {response.status_code})")
+
+
+def _message_body(message: Message) -> dict[str, Any]:
+    return {
+        "role": message.role,
+        "content": message.content,
+        "id": message.id,
+        "timestamp": message.timestamp,
+        "metadata": message.metadata,
+    }
+
+
+class _Requests:
+    """The requests of each method, and the reading of their answers."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.prefix = f"/v1/namespaces/{quote(namespace, safe='')}"
+
+    def record_turn(
+        self,
+        user_input: str,
+        assistant_output: str,
+        *,
+        source: str,
+        timestamp: int | None,
+        metadata: dict[str, Any] | None,
+    ) -> _Call:
+        body = {
+            "user_input": user_input,
+            "assistant_output": assistant_output,
+            "source": source,
+            "timestamp": timestamp,
+            "metadata": metadata,
+        }
+        return _Call("POST", f"{self.prefix}/turns", body)
+
+    @staticmethod
+    def turn(answer: dict[str, Any]) -> Turn:
+        user, assistant = (Message.from_dict(m) for m in answer["messages"])
+        return Turn(user, assistant, bool(answer["replied"]))
+
+    def record_messages(self, messages: Sequence[Message]) -> _Call:
+        body = {"messages": [_message_body(m) for m in messages]}
+        return _Call("POST", f"{self.prefix}/messages", body)
+
+    def roll_now(self) -> _Call:
+        return _Call("POST", f"{self.prefix}/roll")
+
+    @staticmethod
+    def rolled(answer: dict[str, Any]) -> MemorySlice | None:
+        found = answer.get("slice")
+        return None if found is None else MemorySlice.from_dict(found)
+
+    def context(self) -> _Call:
+        return _Call("GET", f"{self.prefix}/context")
+
+    @staticmethod
+    def blocks(answer: dict[str, Any]) -> list[ResolvedBlock]:
+        return [ResolvedBlock.from_dict(b) for b in answer["blocks"]]
+
+    def context_xml(self) -> _Call:
+        return _Call("GET", f"{self.prefix}/context", params={"format": "xml"})
+
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int,
+        since: int | None,
+        until: int | None,
+        dates: bool,
+        topic: str | None,
+    ) -> _Call:
+        body = {"query": query, "k": k, "since": since, "until": until, "dates": dates}
+        return _Call("POST", f"{self.prefix}/recall", body | {"topic": topic})
+
+    def forget_messages(self, message_ids: Sequence[str]) -> _Call:
+        return _Call("POST", f"{self.prefix}/forget/messages", {"message_ids": list(message_ids)})
+
+    def forget_slice(self, unit_id: str, slice_id: str) -> _Call:
+        unit, found = quote(unit_id, safe=""), quote(slice_id, safe="")
+        return _Call("DELETE", f"{self.prefix}/units/{unit}/slices/{found}")
+
+    def forget_unit(self, unit_id: str) -> _Call:
+        return _Call("DELETE", f"{self.prefix}/units/{quote(unit_id, safe='')}")
+
+    def stats(self) -> _Call:
+        return _Call("GET", f"{self.prefix}/stats")
+
+    def topics(self, limit: int) -> _Call:
+        return _Call("GET", f"{self.prefix}/topics", params={"limit": limit})
+
+
+def _headers(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+class MemoryClient:
+    """One namespace of a remote memory, with the embedded handle's methods."""
+
+    def __init__(
+        self,
+        url: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        key: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self._requests = _Requests(namespace)
+        self._http = httpx.Client(
+            base_url=url, headers=_headers(key), timeout=timeout, transport=transport
+        )
+
+    def _send(self, call: _Call) -> httpx.Response:
+        try:
+            response = self._http.request(
+                call.method, call.path, json=call.body, params=call.params
+            )
+        except httpx.TransportError as exc:
+            raise StorageUnavailableError(f"memory service unreachable: {exc}") from exc
+        _raise_for(response)
+        return response
+
+    def _json(self, call: _Call) -> dict[str, Any]:
+        answer: dict[str, Any] = self._send(call).json()
+        return answer
+
+    def record_turn(
+        self,
+        user_input: str,
+        assistant_output: str,
+        *,
+        source: str = "USER",
+        timestamp: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Turn:
+        call = self._requests.record_turn(
+            user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
+        )
+        return self._requests.turn(self._json(call))
+
+    def record_messages(self, messages: Sequence[Message]) -> None:
+        self._send(self._requests.record_messages(messages))
+
+    def roll_now(self) -> MemorySlice | None:
+        """Roll now; the slice made, or None (too little to roll)."""
+        return self._requests.rolled(self._json(self._requests.roll_now()))
+
+    def context(self) -> list[ResolvedBlock]:
+        return self._requests.blocks(self._json(self._requests.context()))
+
+    def context_xml(self) -> str:
+        return self._send(self._requests.context_xml()).text
+
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        since: int | None = None,
+        until: int | None = None,
+        dates: bool = True,
+        topic: str | None = None,
+    ) -> RecallResult:
+        call = self._requests.recall(query, k=k, since=since, until=until, dates=dates, topic=topic)
+        return RecallResult.from_dict(self._json(call))
+
+    def forget_messages(self, message_ids: Sequence[str]) -> int:
+        return int(self._json(self._requests.forget_messages(message_ids))["message_count"])
+
+    def forget_slice(self, unit_id: str, slice_id: str) -> int:
+        return int(self._json(self._requests.forget_slice(unit_id, slice_id))["message_count"])
+
+    def forget_unit(self, unit_id: str) -> None:
+        self._send(self._requests.forget_unit(unit_id))
+
+    def stats(self) -> RollingTotals:
+        return RollingTotals.from_dict(self._json(self._requests.stats())["rolling_totals"])
+
+    def topics(self, *, limit: int = 100) -> list[TopicCount]:
+        answer = self._json(self._requests.topics(limit))
+        return [TopicCount.from_dict(t) for t in answer["topics"]]
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncMemoryClient:
+    """`MemoryClient` for asyncio: the same methods, awaited."""
+
+    def __init__(
+        self,
+        url: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        key: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self._requests = _Requests(namespace)
+        self._http = httpx.AsyncClient(
+            base_url=url, headers=_headers(key), timeout=timeout, transport=transport
+        )
+
+    async def _send(self, call: _Call) -> httpx.Response:
+        try:
+            response = await self._http.request(
+                call.method, call.path, json=call.body, params=call.params
+            )
+        except httpx.TransportError as exc:
+            raise StorageUnavailableError(f"memory service unreachable: {exc}") from exc
+        _raise_for(response)
+        return response
+
+    async def _json(self, call: _Call) -> dict[str, Any]:
+        answer: dict[str, Any] = (await self._send(call)).json()
+        return answer
+
+    async def record_turn(
+        self,
+        user_input: str,
+        assistant_output: str,
+        *,
+        source: str = "USER",
+        timestamp: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Turn:
+        call = self._requests.record_turn(
+            user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
+        )
+        return self._requests.turn(await self._json(call))
+
+    async def record_messages(self, messages: Sequence[Message]) -> None:
+        await self._send(self._requests.record_messages(messages))
+
+    async def roll_now(self) -> MemorySlice | None:
+        return self._requests.rolled(await self._json(self._requests.roll_now()))
+
+    async def context(self) -> list[ResolvedBlock]:
+        return self._requests.blocks(await self._json(self._requests.context()))
+
+    async def context_xml(self) -> str:
+        return (await self._send(self._requests.context_xml())).text
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        since: int | None = None,
+        until: int | None = None,
+        dates: bool = True,
+        topic: str | None = None,
+    ) -> RecallResult:
+        call = self._requests.recall(query, k=k, since=since, until=until, dates=dates, topic=topic)
+        return RecallResult.from_dict(await self._json(call))
+
+    async def forget_messages(self, message_ids: Sequence[str]) -> int:
+        answer = await self._json(self._requests.forget_messages(message_ids))
+        return int(answer["message_count"])
+
+    async def forget_slice(self, unit_id: str, slice_id: str) -> int:
+        answer = await self._json(self._requests.forget_slice(unit_id, slice_id))
+        return int(answer["message_count"])
+
+    async def forget_unit(self, unit_id: str) -> None:
+        await self._send(self._requests.forget_unit(unit_id))
+
+    async def stats(self) -> RollingTotals:
+        answer = await self._json(self._requests.stats())
+        return RollingTotals.from_dict(answer["rolling_totals"])
+
+    async def topics(self, *, limit: int = 100) -> list[TopicCount]:
+        answer = await self._json(self._requests.topics(limit))
+        return [TopicCount.from_dict(t) for t in answer["topics"]]
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

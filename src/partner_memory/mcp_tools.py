@@ -1,0 +1,111 @@
+"""The memory as MCP tools (the official `mcp` SDK), for any MCP client to remember and recall.
+
+One namespace per server (`partner-memory mcp -n NAMESPACE`, or
+PARTNER_MEMORY_NAMESPACE), served over stdio to the client that started it.
+The tools are thin calls into the namespace's handle; their descriptions are
+written for an LLM choosing among them. Answers are the documents of
+docs/json.md; a library error becomes the tool's error with its message.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from partner_memory.documents import slice_document
+from partner_memory.errors import PartnerMemoryError
+from partner_memory.memory import PartnerMemory
+from partner_memory.service import MemoryService
+
+INSTRUCTIONS = (
+    "Long-term memory of this agent. After each exchange with the user, call remember_turn."
+    " Before answering anything that may depend on the past (names, dates, preferences,"
+    " earlier decisions), call recall. get_context gives the summarised recent history."
+)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _told(tool: Callable[P, R]) -> Callable[P, R]:
+    """A library error reaches the client as the tool's error, with its message."""
+
+    @functools.wraps(tool)
+    def told(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return tool(*args, **kwargs)
+        except PartnerMemoryError as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    return told
+
+
+def build_server(service: MemoryService, namespace: str) -> MCPServer:
+    """An MCP server whose tools act on `namespace` of `service`."""
+    server = MCPServer(name="partner-memory", instructions=INSTRUCTIONS)
+
+    def memory() -> PartnerMemory:
+        return service.memory(namespace)
+
+    @server.tool(
+        description="Store one exchange: what the user said and what you answered. Call it"
+        " after every reply, so the memory can summarise and recall it later."
+    )
+    @_told
+    def remember_turn(
+        user_input: str, assistant_output: str, source: str = "USER"
+    ) -> dict[str, Any]:
+        turn = memory().record_turn(user_input, assistant_output, source=source)
+        return {"namespace": namespace, "message_ids": [turn.user.id, turn.assistant.id]}
+
+    @server.tool(
+        description="Search the long-term memory for what was said before, by words, meaning"
+        " and dates ('what did we decide about the trip', 'what happened yesterday'). Returns"
+        " the best matching original messages with their dates, and the summaries of the"
+        " conversations that hold them. Use topic (like 'travel->japan') to keep to a topic."
+    )
+    @_told
+    def recall(query: str, k: int = 10, topic: str | None = None) -> dict[str, Any]:
+        found = memory().recall(query, k=k, topic=topic, activate=False)
+        return {"namespace": namespace} | found.to_dict()
+
+    @server.tool(
+        description="The summarised recent history of the conversation, as the agent's"
+        " context (XML). Use it at the start of a session to remember where things stand."
+    )
+    @_told
+    def get_context() -> str:
+        return memory().context_xml()
+
+    @server.tool(
+        description="List the stored memory sessions (units), newest first, with their"
+        " dates and sizes; read one's summaries with read_slice."
+    )
+    @_told
+    def list_units(limit: int = 20) -> dict[str, Any]:
+        page = memory().core.list_units(limit=limit)
+        return {"namespace": namespace} | page.to_dict()
+
+    @server.tool(
+        description="Read a summary (slice) of a memory session together with the exact"
+        " original messages it summarises. Ids come from recall or list_units."
+    )
+    @_told
+    def read_slice(unit_id: str, slice_id: str) -> dict[str, Any]:
+        return slice_document(memory().core, unit_id, slice_id)
+
+    @server.tool(
+        description="Forget messages everywhere, for good, when the user asks to forget"
+        " something. Takes message ids from recall; summaries are rewritten without them."
+    )
+    @_told
+    def forget_messages(message_ids: list[str]) -> dict[str, Any]:
+        count = memory().forget_messages(message_ids)
+        return {"namespace": namespace, "message_count": count}
+
+    return server

@@ -1,0 +1,108 @@
+"""The Python client passes the same behaviour tests as the embedded handle: switching from
+embedded to remote memory is one line."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from partner_memory import (
+    AccessDeniedError,
+    InvalidInputError,
+    Message,
+    NotFoundError,
+    PartnerMemory,
+    open_store,
+)
+from partner_memory.client import AsyncMemoryClient, MemoryClient
+from tests.http_server import Server
+
+NAMESPACE = "agent/one"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = Server(str(Path(tmp_path_factory.mktemp("client")) / "remote.db"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The same namespace API, in process or over HTTP (a fresh namespace each test)."""
+    name = f"{NAMESPACE}-{request.node.name}"
+    if request.param == "embedded":
+        with PartnerMemory(open_store(tmp_path / "embedded.db"), name, owns_store=True) as handle:
+            yield handle
+        return
+    server: Server = request.getfixturevalue("served")
+    with MemoryClient(server.url, name) as client:
+        yield client
+
+
+def _talk(memory: Any) -> None:
+    memory.record_turn("I adopted a cat named Luna", "Lovely! What colour is she?")
+    memory.record_turn("Black with white paws", "Sounds adorable")
+    memory.record_turn("We fly to Kyoto in April", "I will remember the trip")
+    assert memory.roll_now()
+
+
+def test_recorded_turns_are_recalled_with_their_slices(memory: Any) -> None:
+    turn = memory.record_turn("hello", "hi there")
+    assert (turn.user.role, turn.assistant.role, turn.replied) == ("user", "assistant", True)
+    _talk(memory)
+    found = memory.recall("what is the cat called?", k=3)
+    assert "Luna" in found.hits[0].message.content
+    assert found.hits[0].unit_id is not None
+    assert found.slices[0].slice.start_index <= found.hits[0].position
+    assert memory.stats().rollings == 1
+
+
+def test_messages_and_the_context(memory: Any) -> None:
+    _talk(memory)
+    memory.record_messages([Message("user", "No seafood for me", id="m-seafood")])
+    assert "dialog_history" in {block.name for block in memory.context()}
+    assert "<dialog_history" in memory.context_xml()
+    found = memory.recall("seafood")
+    assert found.hits[0].message.id == "m-seafood"
+    assert found.hits[0].unit_id is None  # still in the window
+
+
+def test_forgetting(memory: Any) -> None:
+    _talk(memory)
+    luna = memory.recall("Luna", k=1).hits[0]
+    assert memory.forget_messages([luna.message.id]) == 1
+    assert all("Luna" not in h.message.content for h in memory.recall("Luna").hits)
+    memory.forget_unit(luna.unit_id)
+    with pytest.raises(NotFoundError):
+        memory.forget_unit(luna.unit_id)
+
+
+def test_the_same_errors(memory: Any) -> None:
+    _talk(memory)
+    with pytest.raises(InvalidInputError):
+        memory.recall("cat", k=0)
+    with pytest.raises(InvalidInputError):
+        memory.recall("")
+    with pytest.raises(NotFoundError):
+        memory.forget_slice("no-such-unit", "no-such-slice")
+    assert memory.topics() == []  # offline: no topics
+
+
+def test_the_async_client_and_a_refused_key(served: Server) -> None:
+    async def talk() -> str:
+        async with AsyncMemoryClient(served.url, "async-ns") as client:
+            await client.record_turn("I adopted a cat named Luna", "Lovely")
+            await client.record_turn("She is black", "Noted")
+            assert await client.roll_now() is not None
+            found = await client.recall("cat name")
+            return found.hits[0].message.content
+
+    assert "Luna" in asyncio.run(talk())
+    wrong = MemoryClient(served.url, "async-ns", key="pm_000000000000_" + "x" * 43)
+    with wrong, pytest.raises(AccessDeniedError, match="401"):
+        wrong.stats()  # a key that is shown is checked, even on an open service

@@ -35,6 +35,8 @@ from bench_ingest import pct, pg_schema_url  # same folder: the scripts share he
 
 ROOT = Path(__file__).resolve().parent.parent
 RECALL_SHARE = 0.2
+#: Where the servers' own output goes (errors only: access logs are off).
+SERVER_LOG = Path(tempfile.gettempdir()) / "partner-memory-bench-http.log"
 
 
 def free_port() -> int:
@@ -46,7 +48,12 @@ def free_port() -> int:
 
 
 def start(command: list[str], url: str) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=open(SERVER_LOG, "ab"),  # noqa: SIM115
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

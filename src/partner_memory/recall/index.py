@@ -524,19 +524,14 @@ class RecallIndex:
 
         from partner_memory.recall.embed import unit_rows
 
-        n = len(self._keys)
-        unit_of = np.frombuffer(self._unit_of, dtype=np.int32)
-        position = np.frombuffer(self._position, dtype=np.int64)
-        matrix = np.frombuffer(self._vectors, dtype=np.int8).reshape(n, self.dimensions)
+        near = np.frombuffer(self._near, dtype=np.uint8)
+        matrix = np.frombuffer(self._vectors, dtype=np.int8).reshape(len(self), self.dimensions)
         total = unit_rows(matrix[best].astype(np.float32))
-        for step in (*range(-self.neighbours, 0), *range(1, self.neighbours + 1)):
-            beside = best + step
-            inside = (beside >= 0) & (beside < n)
-            beside = np.where(inside, beside, best)
-            same = inside & (unit_of[beside] == unit_of[best])
-            same &= position[beside] == position[best] + step
-            near = unit_rows(matrix[beside[same]].astype(np.float32))
-            total[same] += self.neighbour_weight * near
+        bits = near[best]
+        for bit, step in enumerate(self._steps):
+            next_to = (bits & (1 << bit)) != 0
+            beside = unit_rows(matrix[best[next_to] + step].astype(np.float32))
+            total[next_to] += self.neighbour_weight * beside
         query = unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
         result: np.ndarray = unit_rows(total) @ query
         return result

@@ -27,6 +27,20 @@ ROWS_PER_STATEMENT = 500
 log = logging.getLogger(__name__)
 
 
+def stored_unit(tx: LogTransaction, entry: LogEntry) -> tuple[int, int, str | None] | None:
+    """The rolling's unit as recall's consumers write beside it: its key, its namespace's
+    key and the namespace's embedder; None if the unit was forgotten since."""
+    found = tx.execute(
+        "SELECT u.pk, u.namespace_id, n.recall_embedder FROM units u JOIN namespaces n"
+        " ON n.id = u.namespace_id WHERE n.name = ? AND u.unit_id = ?",
+        (entry.namespace, entry.unit.id),
+    )
+    if not found:
+        return None
+    unit_pk, namespace_id, embedder = found[0]
+    return int(unit_pk), int(namespace_id), embedder
+
+
 class RecallIndexer:
     """`DurableConsumer` writing `recall_docs` (the table comes with the schema)."""
 
@@ -45,14 +59,10 @@ class RecallIndexer:
         """Nothing to create: the schema's migrations made the table."""
 
     def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
-        found = tx.execute(
-            "SELECT u.pk, u.namespace_id, n.recall_embedder FROM units u JOIN namespaces n"
-            " ON n.id = u.namespace_id WHERE n.name = ? AND u.unit_id = ?",
-            (entry.namespace, entry.unit.id),
-        )
-        if not found:  # the unit is gone (forgotten since): nothing to index
+        found = stored_unit(tx, entry)
+        if found is None:  # the unit is gone (forgotten since): nothing to index
             return
-        unit_pk, namespace_id, embedder = found[0]
+        unit_pk, namespace_id, embedder = found
         own = self.analysis.embedder_name
         if embedder is None:  # the namespace's first rows: its vectors are ours
             tx.execute(

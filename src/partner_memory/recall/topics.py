@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 
 from partner_memory.model import LogEntry
+from partner_memory.recall.indexer import stored_unit
 from partner_memory.rolling.consumers import PreparedWork
 from partner_memory.rolling.llm import ChatClient
 from partner_memory.rolling.prompts import language
@@ -88,14 +89,10 @@ class TopicExtractor:
 
     def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
         paths = self._work.take(entry)
-        found = tx.execute(
-            "SELECT u.pk, u.namespace_id FROM units u JOIN namespaces n"
-            " ON n.id = u.namespace_id WHERE n.name = ? AND u.unit_id = ?",
-            (entry.namespace, entry.unit.id),
-        )
-        if not found or not paths:  # the unit is gone (forgotten), or nothing to file
+        found = stored_unit(tx, entry)
+        if found is None or not paths:  # the unit is gone (forgotten), or nothing to file
             return
-        unit_pk, namespace_id = found[0]
+        unit_pk, namespace_id, _ = found
         for path in paths:
             tx.execute(
                 "INSERT INTO topics (namespace_id, unit_pk, slice_id, start_index, end_index,"

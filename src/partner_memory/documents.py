@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from partner_memory.context.workspace import ResolvedBlock
 from partner_memory.core import MemoryCore
 from partner_memory.model import NamespaceInfo, plain
+from partner_memory.recall.results import RecallResult, TopicCount
 
 
 def unit_document(core: MemoryCore, unit_id: str, *, messages: bool) -> dict[str, Any]:
@@ -53,3 +55,15 @@ def namespaces_document(
         "limit": limit,
         "next_after": page[-1].name if more and page else None,
     }
+
+
+def recall_document(namespace: str, found: RecallResult) -> dict[str, Any]:
+    return {"namespace": namespace} | found.to_dict()
+
+
+def context_document(namespace: str, blocks: Sequence[ResolvedBlock]) -> dict[str, Any]:
+    return {"namespace": namespace, "blocks": plain(blocks)}
+
+
+def topics_document(namespace: str, found: Sequence[TopicCount]) -> dict[str, Any]:
+    return {"namespace": namespace, "topics": plain(found)}

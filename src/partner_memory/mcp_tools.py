@@ -16,7 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from partner_memory.documents import slice_document
+from partner_memory.documents import recall_document, slice_document
 from partner_memory.errors import PartnerMemoryError
 from partner_memory.memory import PartnerMemory
 from partner_memory.service import MemoryService
@@ -72,7 +72,7 @@ def build_server(service: MemoryService, namespace: str) -> MCPServer:
     @_told
     def recall(query: str, k: int = 10, topic: str | None = None) -> dict[str, Any]:
         found = memory().recall(query, k=k, topic=topic, activate=False)
-        return {"namespace": namespace} | found.to_dict()
+        return recall_document(namespace, found)
 
     @server.tool(
         description="The summarised recent history of the conversation, as the agent's"

@@ -20,7 +20,7 @@ from partner_memory.cli.errors import reported
 from partner_memory.config import Settings
 from partner_memory.context import Domain
 from partner_memory.core import MemoryCore
-from partner_memory.documents import stats_document
+from partner_memory.documents import context_document, stats_document
 from partner_memory.errors import ConfigurationError, InvalidInputError, LLMError, NotFoundError
 from partner_memory.ingest import (
     IngestReport,
@@ -183,8 +183,7 @@ def context(
     domains = _domains(domain)
     with reported(), opened_memory(db, namespace, write=False) as memory:
         if as_json:
-            blocks = [block.to_dict() for block in memory.context(domains)]
-            render.print_json({"namespace": namespace, "blocks": blocks})
+            render.print_json(context_document(namespace, memory.context(domains)))
         else:
             print(memory.context_xml(domains))
 

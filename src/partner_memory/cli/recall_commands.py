@@ -12,6 +12,7 @@ from partner_memory import markers
 from partner_memory.cli import render
 from partner_memory.cli.app import Db, Json, Namespace, app, epoch_ms, opened_memory
 from partner_memory.cli.errors import reported
+from partner_memory.documents import recall_document, topics_document
 from partner_memory.recall.engine import MAX_K
 from partner_memory.recall.results import RecallResult
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
@@ -41,7 +42,7 @@ def recall(
                 query, k=k, since=bounds[0], until=bounds[1], dates=dates, topic=topic
             )
         if as_json:
-            render.print_json({"namespace": namespace} | found.to_dict())
+            render.print_json(recall_document(namespace, found))
             return
         render.console.print(_hits_table(found))
         if found.slices:
@@ -82,7 +83,7 @@ def topics(
     with reported(), opened_memory(db, namespace, write=False) as memory:
         found = memory.topics(limit=limit)
         if as_json:
-            render.print_json({"namespace": namespace, "topics": [t.to_dict() for t in found]})
+            render.print_json(topics_document(namespace, found))
             return
         table = Table(title=f"topics of {namespace!r}", title_justify="left")
         table.add_column("topic", overflow="fold")

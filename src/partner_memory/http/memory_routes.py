@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from partner_memory.context import render_xml
 from partner_memory.core import MAX_PAGE_SIZE
-from partner_memory.documents import slice_document, unit_document
+from partner_memory.documents import context_document, slice_document, unit_document
 from partner_memory.http.access import Caller, Ns, Served
 from partner_memory.http.models import ERRORS, MAX_MS, MessagesIn, TurnIn
 from partner_memory.memory import DEFAULT_DOMAINS
@@ -105,7 +105,7 @@ def context(
     blocks = access.memory(name).context(DEFAULT_DOMAINS)
     if format == "xml":
         return PlainTextResponse(render_xml(blocks), media_type="application/xml")
-    return {"namespace": name, "blocks": plain(blocks)}
+    return context_document(name, blocks)
 
 
 @router.get("/v1/namespaces/{namespace}/units", tags=["read"])

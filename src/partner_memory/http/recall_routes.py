@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from partner_memory.core import MAX_PAGE_SIZE
+from partner_memory.documents import recall_document, topics_document
 from partner_memory.errors import NotFoundError
 from partner_memory.http.access import Caller, Ns, Served
 from partner_memory.http.models import ERRORS, ForgetMessagesIn, RecallIn
@@ -28,7 +29,7 @@ def recall(namespace: Ns, body: RecallIn, access: Served, key: Caller) -> dict[s
         topic=body.topic,
         activate=False,
     )
-    return {"namespace": name} | found.to_dict()
+    return recall_document(name, found)
 
 
 @router.post("/v1/namespaces/{namespace}/forget/messages", tags=["forget"])
@@ -79,4 +80,4 @@ def topics(
     """The topic paths the LLM filed the namespace's slices under, most used first."""
     name = access.allowed(key, namespace, "read")
     found = access.memory(name).topics(limit=limit)
-    return {"namespace": name, "topics": [t.to_dict() for t in found]}
+    return topics_document(name, found)

@@ -81,10 +81,9 @@ class _Guard:
             segment, slash, rest = raw[len(_PREFIX) :].partition(b"/")
             tail = slash.decode() + unquote(rest.decode("latin-1"))
             scope = dict(scope, path=_PREFIX.decode() + segment.decode("latin-1") + tail)
-        too_large = error(413, "too_large", f"request body over {self.max_body} bytes")
         declared = dict(scope.get("headers") or []).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_body:
-            await too_large(scope, receive, send)
+            await self._too_large(scope, receive, send)
             return
         seen = 0
 
@@ -99,7 +98,14 @@ class _Guard:
         try:
             await self.app(scope, counted, send)
         except _TooLarge:
-            await too_large(scope, receive, send)
+            await self._too_large(scope, receive, send)
+
+    async def _too_large(
+        self, scope: MutableMapping[str, Any], receive: Receive, send: Send
+    ) -> None:
+        await error(413, "too_large", f"request body over {self.max_body} bytes")(
+            scope, receive, send
+        )
 
 
 def create_app(

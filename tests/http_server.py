@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -10,6 +11,9 @@ import time
 from pathlib import Path
 
 import httpx
+from typer.testing import CliRunner
+
+from partner_memory.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,3 +63,23 @@ class Server:
             self.process.kill()
             out, _ = self.process.communicate()
         return out.decode() if out else ""
+
+
+def make_key(database: str, namespaces: str, scope: str) -> tuple[str, str]:
+    made = CliRunner().invoke(
+        app,
+        [
+            "keys",
+            "create",
+            "--namespaces",
+            namespaces,
+            "--scope",
+            scope,
+            "--db",
+            database,
+            "--json",
+        ],
+    )
+    assert made.exit_code == 0, made.output
+    document = json.loads(made.output)
+    return document["key"]["id"], document["token"]

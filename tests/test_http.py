@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from partner_memory.cli import app
 from partner_memory.store import open_store
-from tests.http_server import Server
+from tests.http_server import Server, make_key
 
 NS = "agent-42%2Fmain"  # the namespace "agent-42/main", escaped in a path
 
@@ -131,26 +131,6 @@ def test_bad_requests_are_4xx_naming_the_problem(server: Server) -> None:
         assert stats["rolling_totals"]["rolling_count"] == 1  # nothing of the above stored
 
 
-def _key(database: str, namespaces: str, scope: str) -> tuple[str, str]:
-    made = CliRunner().invoke(
-        app,
-        [
-            "keys",
-            "create",
-            "--namespaces",
-            namespaces,
-            "--scope",
-            scope,
-            "--db",
-            database,
-            "--json",
-        ],
-    )
-    assert made.exit_code == 0, made.output
-    document = json.loads(made.output)
-    return document["key"]["id"], document["token"]
-
-
 #: (method, path, body, scope it needs) of every /v1 route, on namespace agent-42/main.
 ROUTES: list[tuple[str, str, dict[str, Any] | None, str]] = [
     ("GET", f"/v1/namespaces/{NS}/stats", None, "read"),
@@ -183,7 +163,7 @@ def test_keys_open_namespaces_up_to_their_scope(database: str) -> None:
     401 or 403, and the stored memory is exactly as it was."""
     server = Server(database)
     try:
-        _, admin = _key(database, "*", "admin")
+        _, admin = make_key(database, "*", "admin")
         with server.client(admin) as client:
             rolled = _converse(client)
             luna = client.post(f"/v1/namespaces/{NS}/recall", json={"query": "Luna"}).json()
@@ -192,13 +172,13 @@ def test_keys_open_namespaces_up_to_their_scope(database: str) -> None:
             "SLICE": rolled["slice"]["id"],
             "MESSAGE": luna["hits"][0]["message"]["id"],
         }
-        revoked_id, revoked = _key(database, "*", "admin")
+        revoked_id, revoked = make_key(database, "*", "admin")
         assert (
             CliRunner().invoke(app, ["keys", "revoke", revoked_id, "--db", database]).exit_code == 0
         )
-        _, elsewhere = _key(database, "agent-7/*", "admin")
-        _, reader = _key(database, "agent-42/*", "read")
-        _, writer = _key(database, "agent-42/*", "write")
+        _, elsewhere = make_key(database, "agent-7/*", "admin")
+        _, reader = make_key(database, "agent-42/*", "read")
+        _, writer = make_key(database, "agent-42/*", "write")
         store = open_store(database)
         before = store.export_namespace("agent-42/main")
         for method, route, body, scope in ROUTES:

@@ -6,11 +6,20 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+import httpx2
+import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from partner_memory.store import open_store
+from tests.http_server import Server, make_key
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,6 +31,38 @@ def _structured(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
+async def _remember_recall_forget(client: Client) -> None:
+    """What an agent does with its memory: list the tools, remember, recall, forget, read."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {
+        "remember_turn",
+        "recall",
+        "get_context",
+        "list_units",
+        "read_slice",
+        "forget_messages",
+    }
+    assert all(len(t.description or "") > 60 for t in tools.values())
+    for said, answer in [
+        ("I adopted a cat named Luna", "Lovely! What colour is she?"),
+        ("Black with white paws", "Sounds adorable"),
+    ]:
+        turn = {"user_input": said, "assistant_output": answer}
+        assert len(_structured(await client.call_tool("remember_turn", turn))["message_ids"]) == 2
+    found = _structured(await client.call_tool("recall", {"query": "cat name"}))
+    luna = found["hits"][0]["message"]
+    assert "Luna" in luna["content"]
+    forgot = await client.call_tool("forget_messages", {"message_ids": [luna["id"]]})
+    assert _structured(forgot)["message_count"] == 1
+    again = _structured(await client.call_tool("recall", {"query": "Luna"}))
+    assert all("Luna" not in h["message"]["content"] for h in again["hits"])
+    units = _structured(await client.call_tool("list_units", {}))
+    assert units["units"] == []  # nothing rolled yet: all in the window
+    missing = await client.call_tool("read_slice", {"unit_id": "x", "slice_id": "y"})
+    assert missing.is_error
+    assert "not found" in missing.content[0].text
+
+
 def test_an_mcp_client_remembers_and_recalls_over_stdio(tmp_path: Path) -> None:
     server = StdioServerParameters(
         command=sys.executable,
@@ -31,34 +72,128 @@ def test_an_mcp_client_remembers_and_recalls_over_stdio(tmp_path: Path) -> None:
 
     async def session() -> None:
         async with Client(server) as client:
-            tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == {
-                "remember_turn",
-                "recall",
-                "get_context",
-                "list_units",
-                "read_slice",
-                "forget_messages",
-            }
-            assert all(len(t.description or "") > 60 for t in tools.values())
-            for said, answer in [
-                ("I adopted a cat named Luna", "Lovely! What colour is she?"),
-                ("Black with white paws", "Sounds adorable"),
-            ]:
-                await client.call_tool(
-                    "remember_turn", {"user_input": said, "assistant_output": answer}
-                )
-            found = _structured(await client.call_tool("recall", {"query": "cat name"}))
-            luna = found["hits"][0]["message"]
-            assert "Luna" in luna["content"]
-            forgot = await client.call_tool("forget_messages", {"message_ids": [luna["id"]]})
-            assert _structured(forgot)["message_count"] == 1
-            again = _structured(await client.call_tool("recall", {"query": "Luna"}))
-            assert all("Luna" not in h["message"]["content"] for h in again["hits"])
-            units = _structured(await client.call_tool("list_units", {}))
-            assert units["units"] == []  # nothing rolled yet: all in the window
-            missing = await client.call_tool("read_slice", {"unit_id": "x", "slice_id": "y"})
+            await _remember_recall_forget(client)
+
+    asyncio.run(session())
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Server, str]]:
+    database = str(tmp_path / "served.db")
+    running = Server(database)
+    yield running, database
+    running.stop()
+
+
+@asynccontextmanager
+async def _over_http(
+    server: Server, token: str, namespace: str = "agent-1"
+) -> AsyncIterator[Client]:
+    """The SDK's client on /mcp, naming the namespace in the URL and sending the key."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        url = f"{server.url}/mcp?namespace={namespace}"
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            yield client
+
+
+def test_an_mcp_client_remembers_and_recalls_over_http(served: tuple[Server, str]) -> None:
+    server, database = served
+    _, admin = make_key(database, "agent-*", "admin")
+
+    async def session() -> None:
+        async with _over_http(server, admin) as client:
+            await _remember_recall_forget(client)
+
+    asyncio.run(session())
+    store = open_store(database)
+    try:
+        assert store.get_namespace("agent-1") is not None
+    finally:
+        store.close()
+
+
+def test_mcp_over_http_keeps_to_the_keys_namespaces_and_scopes(
+    served: tuple[Server, str],
+) -> None:
+    server, database = served
+    _, writer = make_key(database, "agent-*", "write")
+    _, reader = make_key(database, "agent-*", "read")
+    _, elsewhere = make_key(database, "other-*", "admin")
+    turn = {"user_input": "My sister is called Ada", "assistant_output": "Noted"}
+
+    async def session() -> None:
+        async with _over_http(server, writer) as client:
+            said = _structured(await client.call_tool("remember_turn", turn))
+            found = _structured(await client.call_tool("recall", {"query": "sister"}))
+            assert "Ada" in found["hits"][0]["message"]["content"]
+            refused = await client.call_tool(
+                "forget_messages", {"message_ids": said["message_ids"]}
+            )
+            assert refused.is_error
+            assert "may not admin" in refused.content[0].text
+        async with _over_http(server, reader) as client:
+            refused = await client.call_tool("remember_turn", turn)
+            assert refused.is_error
+            assert "may not write" in refused.content[0].text
+            found = _structured(await client.call_tool("recall", {"query": "sister"}))
+            assert "Ada" in found["hits"][0]["message"]["content"]
+        async with _over_http(server, reader, "agent-9") as client:
+            missing = await client.call_tool("recall", {"query": "sister"})
             assert missing.is_error
             assert "not found" in missing.content[0].text
 
     asyncio.run(session())
+
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    with httpx.Client(base_url=server.url, headers=accept, timeout=30) as http:
+        for token, url, status in [
+            (None, "/mcp?namespace=agent-1", 401),
+            ("pm_0_nonsense", "/mcp?namespace=agent-1", 401),
+            (elsewhere, "/mcp?namespace=agent-1", 403),
+            (reader, "/mcp", 422),
+            (reader, "/mcp?namespace=%20%20", 422),
+            (reader, "/mcp?namespace=agent-1%0A", 422),
+            (elsewhere, "/mcp?namespace=other-1%252F", 200),  # decoded once: "other-1%2F"
+        ]:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            answer = http.post(url, json=initialize, headers=headers)
+            assert answer.status_code == status, (token, url, answer.text)
+            if status != 200:
+                assert answer.json()["error"]["message"]
+        answered = http.post(
+            "/mcp",
+            json=initialize,
+            headers={"Authorization": f"Bearer {reader}", "X-Partner-Memory-Namespace": "agent-1"},
+        )
+        assert answered.status_code == 200, answered.text
+    output = server.stop()
+    for secret in (writer, reader, elsewhere, "Ada"):
+        assert secret not in output
+
+
+@pytest.mark.postgres
+def test_mcp_over_http_with_four_workers_on_postgresql(pg_url: str) -> None:
+    """No MCP session lives in one worker: a client's requests reach any of the four."""
+    server = Server(pg_url, "--workers", "4")
+    _, admin = make_key(pg_url, "*", "admin")
+
+    async def session() -> None:
+        for _ in range(3):  # a new client each time: each initialize may land on another worker
+            async with _over_http(server, admin, "agent-4w") as client:
+                await _remember_recall_forget(client)
+
+    try:
+        asyncio.run(session())
+    finally:
+        server.stop()

@@ -1,10 +1,13 @@
 """The memory as MCP tools (the official `mcp` SDK), for any MCP client to remember and recall.
 
-One namespace per server (`partner-memory mcp -n NAMESPACE`, or
-PARTNER_MEMORY_NAMESPACE), served over stdio to the client that started it.
-The tools are thin calls into the namespace's handle; their descriptions are
-written for an LLM choosing among them. Answers are the documents of
-docs/json.md; a library error becomes the tool's error with its message.
+Over stdio (`partner-memory mcp -n NAMESPACE`) the server acts on one
+namespace for the client that started it. Mounted in `serve` at /mcp, each
+request names its namespace and carries its key (`http.mcp_endpoint`); a
+`Target` turns a tool call into the handle it may act on, checking the
+scope the tool needs (read, write, or admin to forget). The tools are thin
+calls into that handle; their descriptions are written for an LLM choosing
+among them. Answers are the documents of docs/json.md; a library error
+becomes the tool's error with its message.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from partner_memory.documents import recall_document, slice_document
@@ -27,6 +30,10 @@ INSTRUCTIONS = (
     " earlier decisions), call recall. get_context gives the summarised recent history."
 )
 
+
+#: The handle a tool call acts on, if its caller may act with the scope given
+#: ("read", "write" or "admin"); refusals raise ToolError.
+Target = Callable[[Context, str], PartnerMemory]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -45,12 +52,18 @@ def _told(tool: Callable[P, R]) -> Callable[P, R]:
     return told
 
 
-def build_server(service: MemoryService, namespace: str) -> MCPServer:
-    """An MCP server whose tools act on `namespace` of `service`."""
-    server = MCPServer(name="partner-memory", instructions=INSTRUCTIONS)
+def one_namespace(service: MemoryService, namespace: str) -> Target:
+    """Every call acts on `namespace` (stdio: the client that started the server owns it)."""
 
-    def memory() -> PartnerMemory:
+    def target(ctx: Context, scope: str) -> PartnerMemory:
         return service.memory(namespace)
+
+    return target
+
+
+def build_server(target: Target) -> MCPServer:
+    """An MCP server whose tools act on the handles `target` gives."""
+    server = MCPServer(name="partner-memory", instructions=INSTRUCTIONS)
 
     @server.tool(
         description="Store one exchange: what the user said and what you answered. Call it"
@@ -58,10 +71,11 @@ def build_server(service: MemoryService, namespace: str) -> MCPServer:
     )
     @_told
     def remember_turn(
-        user_input: str, assistant_output: str, source: str = "USER"
+        user_input: str, assistant_output: str, ctx: Context, source: str = "USER"
     ) -> dict[str, Any]:
-        turn = memory().record_turn(user_input, assistant_output, source=source)
-        return {"namespace": namespace, "message_ids": [turn.user.id, turn.assistant.id]}
+        memory = target(ctx, "write")
+        turn = memory.record_turn(user_input, assistant_output, source=source)
+        return {"namespace": memory.namespace, "message_ids": [turn.user.id, turn.assistant.id]}
 
     @server.tool(
         description="Search the long-term memory for what was said before, by words, meaning"
@@ -70,42 +84,45 @@ def build_server(service: MemoryService, namespace: str) -> MCPServer:
         " conversations that hold them. Use topic (like 'travel->japan') to keep to a topic."
     )
     @_told
-    def recall(query: str, k: int = 10, topic: str | None = None) -> dict[str, Any]:
-        found = memory().recall(query, k=k, topic=topic, activate=False)
-        return recall_document(namespace, found)
+    def recall(query: str, ctx: Context, k: int = 10, topic: str | None = None) -> dict[str, Any]:
+        memory = target(ctx, "read")
+        found = memory.recall(query, k=k, topic=topic, activate=False)
+        return recall_document(memory.namespace, found)
 
     @server.tool(
         description="The summarised recent history of the conversation, as the agent's"
         " context (XML). Use it at the start of a session to remember where things stand."
     )
     @_told
-    def get_context() -> str:
-        return memory().context_xml()
+    def get_context(ctx: Context) -> str:
+        return target(ctx, "read").context_xml()
 
     @server.tool(
         description="List the stored memory sessions (units), newest first, with their"
         " dates and sizes; read one's summaries with read_slice."
     )
     @_told
-    def list_units(limit: int = 20) -> dict[str, Any]:
-        page = memory().core.list_units(limit=limit)
-        return {"namespace": namespace} | page.to_dict()
+    def list_units(ctx: Context, limit: int = 20) -> dict[str, Any]:
+        memory = target(ctx, "read")
+        page = memory.core.list_units(limit=limit)
+        return {"namespace": memory.namespace} | page.to_dict()
 
     @server.tool(
         description="Read a summary (slice) of a memory session together with the exact"
         " original messages it summarises. Ids come from recall or list_units."
     )
     @_told
-    def read_slice(unit_id: str, slice_id: str) -> dict[str, Any]:
-        return slice_document(memory().core, unit_id, slice_id)
+    def read_slice(unit_id: str, slice_id: str, ctx: Context) -> dict[str, Any]:
+        return slice_document(target(ctx, "read").core, unit_id, slice_id)
 
     @server.tool(
         description="Forget messages everywhere, for good, when the user asks to forget"
         " something. Takes message ids from recall; summaries are rewritten without them."
     )
     @_told
-    def forget_messages(message_ids: list[str]) -> dict[str, Any]:
-        count = memory().forget_messages(message_ids)
-        return {"namespace": namespace, "message_count": count}
+    def forget_messages(message_ids: list[str], ctx: Context) -> dict[str, Any]:
+        memory = target(ctx, "admin")
+        count = memory.forget_messages(message_ids)
+        return {"namespace": memory.namespace, "message_count": count}
 
     return server

@@ -99,12 +99,12 @@ def revoke_key(
 @app.command("mcp")
 def mcp_stdio(db: Db = DEFAULT_DATABASE, namespace: Namespace = DEFAULT_NAMESPACE) -> None:
     """Serve one namespace as MCP tools over stdio, for an MCP client that starts it."""
-    from partner_memory.mcp_tools import build_server
+    from partner_memory.mcp_tools import build_server, one_namespace
     from partner_memory.service import MemoryService
 
     with reported():
         service = MemoryService.open(db)
         try:
-            build_server(service, namespace).run("stdio")
+            build_server(one_namespace(service, namespace)).run("stdio")
         finally:
             service.close()

@@ -53,7 +53,12 @@ class Access:
     @staticmethod
     def allowed(key: ApiKey | None, namespace: str, scope: str) -> str:
         """The namespace (decoded from its path segment), if the key opens it for `scope`."""
-        name = check_namespace(unquote(namespace))
+        return Access.permitted(key, unquote(namespace), scope)
+
+    @staticmethod
+    def permitted(key: ApiKey | None, name: str, scope: str) -> str:
+        """The namespace `name`, if it is valid and the key opens it for `scope`."""
+        name = check_namespace(name)
         if key is not None and not key.allows(name, scope):
             raise Refused(403, f"this key may not {scope} namespace {name!r}")
         return name

@@ -20,6 +20,7 @@ from urllib.parse import unquote
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.routing import Route
 
 from partner_memory.errors import (
     ConfigurationError,
@@ -31,6 +32,9 @@ from partner_memory.errors import (
 )
 from partner_memory.http import DEFAULT_MAX_BODY, memory_routes, namespaces, recall_routes
 from partner_memory.http.access import Access, Refused
+from partner_memory.http.answers import error
+from partner_memory.http.mcp_endpoint import PATH as MCP_PATH
+from partner_memory.http.mcp_endpoint import McpEndpoint
 from partner_memory.keys import KeyRing
 from partner_memory.service import MemoryService
 
@@ -48,16 +52,6 @@ _PREFIX = b"/v1/namespaces/"
 Receive = Callable[[], Awaitable[Any]]
 Send = Callable[[Any], Awaitable[None]]
 ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
-
-
-def error(
-    status: int, code: str, message: str, fields: list[dict[str, str]] | None = None
-) -> JSONResponse:
-    """The body of every error (`models.ErrorBody`)."""
-    body: dict[str, Any] = {"code": code, "message": message}
-    if fields is not None:
-        body["fields"] = fields
-    return JSONResponse({"error": body}, status_code=status)
 
 
 class _TooLarge(Exception):
@@ -113,9 +107,13 @@ def create_app(
 ) -> ASGIApp:
     """The ASGI application serving `service` (closed with the server if it `owns_service`)."""
 
+    access = Access(service, KeyRing(service.store, service.clock))
+    mcp = McpEndpoint(access)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with mcp.running():
+            yield
         if owns_service:
             service.close()  # waits for rollings in flight
 
@@ -125,7 +123,8 @@ def create_app(
         description="Long-term memory for AI agents: record, roll, recall and forget.",
         lifespan=lifespan,
     )
-    api.state.access = Access(service, KeyRing(service.store, service.clock))
+    api.state.access = access
+    api.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))
     for router in (namespaces.router, memory_routes.router, recall_routes.router):
         api.include_router(router)
     for kind, status, code in _STATUS:

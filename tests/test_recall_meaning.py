@@ -156,3 +156,12 @@ def test_embedding_settings_from_the_environment(environ: dict[str, str], kind: 
 def test_bad_embedding_settings_name_the_variable(environ: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigurationError, match=named):
         EmbeddingSettings.from_env(environ)
+
+
+def test_warming_loads_the_static_model_but_never_calls_an_endpoint(fake_llm: Any) -> None:
+    static = StaticEmbedder()
+    assert static._model is None
+    static.warm()
+    assert static._model is not None
+    EmbeddingSettings("endpoint", fake_llm.base_url, "toy", max_retries=0).embedder().warm()
+    assert not fake_llm.requests  # the endpoint may not be up when a server starts

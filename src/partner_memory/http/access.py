@@ -71,7 +71,8 @@ class Access:
         return self.service.memory(namespace, create=create)
 
 
-def _access(request: Request) -> Access:
+async def _access(request: Request) -> Access:
+    """Async: a plain `def` dependency would cost each request a hop to a thread."""
     found: Access = request.app.state.access
     return found
 

@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import unquote
 
+import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -112,6 +113,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await anyio.to_thread.run_sync(service.analysis.warm)  # before the first request
         async with mcp.running():
             yield
         if owns_service:

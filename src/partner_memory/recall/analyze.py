@@ -117,6 +117,11 @@ class RecallAnalysis:
     def embedder_name(self) -> str:
         return self.embedder.name if self.embedder is not None else NO_EMBEDDER
 
+    def warm(self) -> None:
+        """Load the embedder now rather than in the first request that needs it."""
+        if self.embedder is not None:
+            self.embedder.warm()
+
     def rows(self, messages: Sequence[Message]) -> list[tuple[str | None, str, bytes | None]]:
         analysed = [analyze(m) for m in messages]
         vectors: list[bytes | None] = [None] * len(messages)

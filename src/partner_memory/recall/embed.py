@@ -49,6 +49,10 @@ class Embedder(Protocol):
         """One float32 row per text."""
         ...
 
+    def warm(self) -> None:
+        """Load what the first `embed` would, so a server pays it before it is ready."""
+        ...
+
 
 class StaticEmbedder:
     """WordLlama (`l2_supercat`), loaded from its own wheel on first use."""
@@ -77,6 +81,9 @@ class StaticEmbedder:
                 )
             return self._model
 
+    def warm(self) -> None:
+        self._loaded().embed(["warm"], norm=False)  # the tokenizer loads on first use too
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
@@ -103,6 +110,9 @@ class EndpointEmbedder:
     @property
     def name(self) -> str:
         return f"endpoint:{self.settings.model}"
+
+    def warm(self) -> None:
+        """Nothing to load; the endpoint is not called (it may not be up yet)."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np

@@ -376,3 +376,45 @@ def test_unit_pages_by_offset_from_either_end_and_by_key(store: MemoryStore) -> 
 
     with pytest.raises(InvalidInputError, match="either after or offset"):
         core.list_units(after=everything[0], offset=3)
+
+
+def test_namespace_overviews_search_page_and_count(store: MemoryStore) -> None:
+    from partner_memory import PartnerMemory
+
+    for name in ["Agent-1", "agent-2", "bot_1", "bot%1"]:
+        with PartnerMemory(store, name, idle_timer=False) as memory:
+            memory.record_turn("hello there", "hi", timestamp=1_700_000_000_000)
+            if name == "agent-2":
+                memory.roll_now()
+                memory.record_turn("later", "ok", timestamp=1_700_000_100_000)
+    every = store.namespace_overviews(limit=10)
+    assert [o.name for o in every] == ["Agent-1", "agent-2", "bot%1", "bot_1"]
+    two = every[1]
+    assert (two.unit_count, two.slice_count, two.rolling_count) == (1, 1, 1)
+    assert two.message_count == 2  # rolled into the unit
+    assert two.window_count >= 2  # the later turn (and what the rolling kept)
+    assert two.last_activity is not None
+    assert every[0].last_activity is not None
+    assert every[0].unit_count == 0
+    assert [o.name for o in store.namespace_overviews(limit=10, search="AGENT")] == [
+        "Agent-1",
+        "agent-2",
+    ]
+    assert [o.name for o in store.namespace_overviews(limit=10, search="_")] == ["bot_1"]
+    assert [o.name for o in store.namespace_overviews(limit=10, search="%")] == ["bot%1"]
+    assert [o.name for o in store.namespace_overviews(limit=1, after="agent-2")] == ["bot%1"]
+
+
+def test_rolling_history_newest_first_with_costs(store: MemoryStore) -> None:
+    from partner_memory import PartnerMemory
+
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        for turn in range(3):
+            memory.record_turn(f"question {turn}", f"answer {turn}")
+            memory.roll_now()
+    history = store.rolling_history("agent", limit=10)
+    assert [r.seq for r in history] == [3, 2, 1]
+    assert all(r.cost.summarizer and not r.idle and r.messages >= 2 for r in history)
+    assert [r.seq for r in store.rolling_history("agent", limit=1, before=3)] == [2]
+    with pytest.raises(NotFoundError):
+        store.rolling_history("nobody", limit=1)

@@ -272,6 +272,24 @@ class NamespaceInfo(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class NamespaceOverview(Record):
+    """A namespace at a glance, for a list of many: sizes, last activity and LLM cost."""
+
+    json_keys: ClassVar[Mapping[str, str]] = {"name": "namespace"}
+
+    name: str
+    unit_count: int
+    slice_count: int
+    #: Messages kept in units (rolled), and in the window now.
+    message_count: int
+    window_count: int
+    rolling_count: int
+    llm_tokens: int
+    #: The newest interaction or unit, ms since the epoch (None: nothing yet).
+    last_activity: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class WindowActivity(Record):
     """What the triggers need to know of a window, without reading its messages."""
 
@@ -310,6 +328,19 @@ class RollingCost(Record):
     llm_ms: float = 0.0
     pipeline_ms: float = 0.0
     fallbacks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RollingRecord(Record):
+    """One rolling as the inspector lists it: when, why, what it rolled and what it cost."""
+
+    seq: int
+    started_at: int
+    idle: bool
+    unit_id: str
+    slice_id: str
+    messages: int
+    cost: RollingCost
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,11 +37,24 @@ def serve(
         bool, typer.Option(help="Serve a non-loopback address without any API key.")
     ] = False,
 ) -> None:
-    """Serve the memory over HTTP (/v1, /docs, /openapi.json, /healthz, /readyz)."""
+    """Serve the memory over HTTP (/v1, /mcp, the inspector at /, /docs, /healthz, /readyz)."""
     from partner_memory.http.serve import serve as run
 
     with reported():
         run(db, host, port, workers=workers, max_body=max_body, insecure=insecure)
+
+
+@app.command()
+def inspect(
+    db: Db = DEFAULT_DATABASE,
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8001,
+    browser: Annotated[bool, typer.Option(help="Open the page in a browser.")] = True,
+) -> None:
+    """Inspect memory in a browser: the inspector, read-only, on loopback."""
+    from partner_memory.http.serve import inspect as run
+
+    with reported():
+        run(db, port, browser=browser)
 
 
 @keys.command("create")

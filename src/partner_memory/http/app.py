@@ -36,6 +36,7 @@ from partner_memory.http.access import Access, Refused
 from partner_memory.http.answers import error
 from partner_memory.http.mcp_endpoint import PATH as MCP_PATH
 from partner_memory.http.mcp_endpoint import McpEndpoint
+from partner_memory.inspector import pages as inspector
 from partner_memory.keys import KeyRing
 from partner_memory.service import MemoryService
 
@@ -129,6 +130,7 @@ def create_app(
     api.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))
     for router in (namespaces.router, memory_routes.router, recall_routes.router):
         api.include_router(router)
+    inspector.install(api)  # the pages at /
     for kind, status, code in _STATUS:
         api.add_exception_handler(kind, _handler(status, code))
     api.add_exception_handler(Refused, _refused)

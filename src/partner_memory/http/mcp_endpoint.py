@@ -13,6 +13,7 @@ request of a client may reach another process, so no session may live in one.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -30,6 +31,9 @@ from partner_memory.http.answers import error
 from partner_memory.keys import ApiKey
 from partner_memory.mcp_tools import build_server
 from partner_memory.memory import PartnerMemory
+
+# the SDK's session manager says at INFO when it starts and stops: not worth a line
+logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
 
 PATH = "/mcp"
 NAMESPACE_HEADER = "x-partner-memory-namespace"

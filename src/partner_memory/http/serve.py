@@ -77,3 +77,24 @@ def serve(
         log_level="warning",
         access_log=False,  # paths carry namespaces and ids; bodies and keys are never logged
     )
+
+
+def inspect(database: str, port: int, *, browser: bool) -> None:
+    """The inspector on loopback over a read-only store: nothing here can change memory."""
+    import threading
+    import webbrowser
+
+    import uvicorn
+
+    store = open_store(database, read_only=True)
+    service = MemoryService(store, owns_store=True, idle_timer=False)
+    url = f"http://127.0.0.1:{port}/"
+    if browser:
+        threading.Timer(1.0, webbrowser.open, args=(url,)).start()
+    uvicorn.run(
+        create_app(service, owns_service=True),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+    )

@@ -22,7 +22,9 @@ from partner_memory.model import (
     MemorySlice,
     Message,
     NamespaceInfo,
+    NamespaceOverview,
     RollingCost,
+    RollingRecord,
     RollingTotals,
     TrajectoryState,
     UnitInfo,
@@ -225,6 +227,13 @@ class UnitStore(Protocol):
         ...
 
     def count_namespaces(self) -> int: ...
+
+    def namespace_overviews(
+        self, *, limit: int, after: str | None = None, search: str | None = None
+    ) -> list[NamespaceOverview]:
+        """Namespaces by name with their figures; `search` keeps the names holding it
+        (any case); `after` a name, the next `limit` of them."""
+        ...
 
     def set_session(self, namespace: str, session_id: str) -> None:
         """Make `session_id` the namespace's current memory session."""
@@ -483,6 +492,12 @@ class LogStore(Protocol):
 
     def log_head(self, namespace: str) -> int:
         """The sequence number of the namespace's newest rolling (0: none)."""
+        ...
+
+    def rolling_history(
+        self, namespace: str, *, limit: int, before: int | None = None
+    ) -> list[RollingRecord]:
+        """Rollings newest first, with their cost; `before` a seq, the `limit` older ones."""
         ...
 
     def read_log(self, namespace: str, after: int, *, limit: int = 100) -> list[LogEntry]:

@@ -15,6 +15,7 @@ from partner_memory.model import (
     MemorySlice,
     Message,
     NamespaceInfo,
+    NamespaceOverview,
     UnitInfo,
     UnitUpdate,
 )
@@ -36,6 +37,16 @@ __all__ = ["MIGRATIONS", "SCHEMA_TABLE", "SqlStore"]
 _NAMESPACE_COLUMNS = (
     "SELECT n.name, n.memory_session_id, n.unit_count, n.slice_count FROM namespaces n"
 )
+#: Per namespace, each figure by its own index (units_by_time, trajectory_interaction,
+#: rollings_by_namespace): a page of namespaces costs what its rows cost, not the table.
+_OVERVIEW_COLUMNS = """SELECT n.name, n.unit_count, n.slice_count, n.rolling_seq,
+    (SELECT COALESCE(SUM(u.message_count), 0) FROM units u WHERE u.namespace_id = n.id),
+    (SELECT COUNT(*) FROM trajectory t WHERE t.namespace_id = n.id),
+    (SELECT COALESCE(SUM(r.prompt_tokens + r.completion_tokens), 0)
+     FROM rollings r WHERE r.namespace_id = n.id),
+    (SELECT MAX(t.interaction) FROM trajectory t WHERE t.namespace_id = n.id),
+    (SELECT MAX(u.timestamp) FROM units u WHERE u.namespace_id = n.id)
+    FROM namespaces n"""
 _UNIT_COLUMNS = "SELECT unit_id, timestamp, message_count, slice_count FROM units"
 _SLICE_COLUMNS = f"SELECT {SLICE_COLUMNS} FROM slices"
 
@@ -161,6 +172,33 @@ class SqlStore(ForgetSql, DumpSql):
     def count_namespaces(self) -> int:
         with self._transaction(write=False) as cur:
             return int(self._run(cur, "SELECT COUNT(*) FROM namespaces").fetchone()[0])
+
+    def namespace_overviews(
+        self, *, limit: int, after: str | None = None, search: str | None = None
+    ) -> list[NamespaceOverview]:
+        query, params = _OVERVIEW_COLUMNS + " WHERE 1 = 1", list[object]()
+        if after is not None:
+            query, params = query + " AND n.name > ?", [after]
+        if search:
+            escaped = search.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            query += " AND LOWER(n.name) LIKE ? ESCAPE '\\'"
+            params.append(f"%{escaped}%")
+        query, params = query + " ORDER BY n.name LIMIT ?", [*params, limit]
+        with self._transaction(write=False) as cur:
+            rows = self._run(cur, query, params).fetchall()
+        return [
+            NamespaceOverview(
+                name=r[0],
+                unit_count=int(r[1]),
+                slice_count=int(r[2]),
+                rolling_count=int(r[3]),
+                message_count=int(r[4]),
+                window_count=int(r[5]),
+                llm_tokens=int(r[6]),
+                last_activity=max((int(t) for t in r[7:9] if t is not None), default=None),
+            )
+            for r in rows
+        ]
 
     def set_session(self, namespace: str, session_id: str) -> None:
         with self._transaction(write=True) as cur:

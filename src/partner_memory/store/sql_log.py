@@ -17,6 +17,8 @@ from partner_memory.model import (
     ConsumerStatus,
     LogEntry,
     MemorySlice,
+    RollingCost,
+    RollingRecord,
     RollingTotals,
     UnitInfo,
     UnitUpdate,
@@ -341,6 +343,40 @@ class LogSql(WindowSql):
             )
             for r in rows
         ]
+
+    def rolling_history(
+        self, namespace: str, *, limit: int, before: int | None = None
+    ) -> list[RollingRecord]:
+        query = (
+            "SELECT seq, started_at, idle, unit_id, slice_id, messages, summarizer, llm_calls,"
+            " prompt_tokens, completion_tokens, llm_ms, pipeline_ms, fallbacks FROM rollings"
+            " WHERE namespace_id = ?"
+        )
+        with self._transaction(write=False) as cur:
+            params: list[object] = [self._namespace_id(cur, namespace)]
+            if before is not None:
+                query, params = query + " AND seq < ?", [*params, before]
+            rows = self._run(cur, query + " ORDER BY seq DESC LIMIT ?", [*params, limit])
+            return [
+                RollingRecord(
+                    seq=int(r[0]),
+                    started_at=int(r[1]),
+                    idle=bool(r[2]),
+                    unit_id=r[3],
+                    slice_id=r[4],
+                    messages=int(r[5]),
+                    cost=RollingCost(
+                        summarizer=r[6],
+                        llm_calls=int(r[7]),
+                        prompt_tokens=int(r[8]),
+                        completion_tokens=int(r[9]),
+                        llm_ms=float(r[10]),
+                        pipeline_ms=float(r[11]),
+                        fallbacks=tuple(str(r[12]).splitlines()),
+                    ),
+                )
+                for r in rows.fetchall()
+            ]
 
     def rolling_totals(self, namespace: str) -> RollingTotals:
         with self._transaction(write=False) as cur:

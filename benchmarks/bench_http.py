@@ -56,7 +56,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start(command: list[str], url: str) -> subprocess.Popen[bytes]:
+def start(command: list[str], url: str, health: str = "/healthz") -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
         command,
         cwd=ROOT,
@@ -66,7 +66,7 @@ def start(command: list[str], url: str) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"{url}{health}", timeout=1).status_code == 200:
                 return process
         except httpx.TransportError:
             time.sleep(0.1)

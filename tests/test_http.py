@@ -280,3 +280,62 @@ def test_four_workers_on_postgresql_store_every_turn_once(pg_url: str) -> None:
         assert sorted({*stored, *window}) == sorted(acknowledged)  # each once, none lost
     finally:
         server.stop()
+
+
+def test_inspect_serves_the_pages_read_only_on_loopback(database: str) -> None:
+    """`partner-memory inspect`: the pages over a read-only store; nothing can be forgotten."""
+    import subprocess
+    import sys
+    import time
+
+    from partner_memory import PartnerMemory
+    from tests.http_server import ROOT, free_port
+
+    store = open_store(database)
+    with PartnerMemory(store, "agent-42/main", idle_timer=False) as memory:
+        memory.record_turn("I keep bees on the roof", "How many hives?")
+        memory.roll_now()
+    store.close()
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "partner_memory",
+            "inspect",
+            "--db",
+            database,
+            "--port",
+            str(port),
+            "--no-browser",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        page = httpx.get(f"{url}/namespace", params={"ns": "agent-42/main"})
+        assert page.status_code == 200
+        assert "bees" in page.text
+        assert 'class="forget"' not in page.text
+        forced = httpx.post(
+            f"{url}/forget",
+            data={"ns": "agent-42/main", "target": "namespace", "confirmed": "yes"},
+            headers={"Origin": url},
+        )
+        assert forced.status_code == 403
+        assert "read-only" in forced.text
+    finally:
+        process.terminate()
+        process.wait(20)
+    store = open_store(database)
+    assert store.get_namespace("agent-42/main") is not None
+    store.close()

@@ -418,3 +418,19 @@ def test_rolling_history_newest_first_with_costs(store: MemoryStore) -> None:
     assert [r.seq for r in store.rolling_history("agent", limit=1, before=3)] == [2]
     with pytest.raises(NotFoundError):
         store.rolling_history("nobody", limit=1)
+
+
+def test_excerpts_read_only_the_range_and_the_slices_over_it(store: MemoryStore) -> None:
+    """A recall hit deep in a large unit costs its own rows, not the unit's."""
+    from partner_memory.model import new_id
+
+    batch = messages(30)
+    slices = [MemorySlice(new_id(), s, s + 10, f"part {s}", 1_000 + s) for s in (0, 10, 20)]
+    store.ensure_namespace("agent", new_id())
+    store.write_units("agent", "u1", [UnitWrite("u1", 1_000, 0, batch, slices)])
+    [(rows, held)] = store.read_excerpts("agent", [("u1", 12, 14)])
+    assert [m.id for m in rows] == [m.id for m in batch[12:14]]
+    assert [s.summary for s in held] == ["part 10"]
+    [(rows, held)] = store.read_excerpts("agent", [("u1", 9, 21)])
+    assert [s.summary for s in held] == ["part 0", "part 10", "part 20"]
+    assert store.read_excerpts("agent", [("nope", 0, 1)]) == [([], [])]

@@ -75,6 +75,10 @@ class _Held:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+#: Hits this close in one unit are read as one range of messages.
+RUN_GAP = 16
+
+
 class RecallEngine:
     def __init__(
         self,
@@ -299,12 +303,12 @@ class RecallEngine:
             if unit_id is not None:
                 wanted.setdefault(unit_id, []).append(position)
         stored: dict[tuple[str, int], Message] = {}
-        unit_slices: dict[str, list[MemorySlice]] = {}
-        ranges = [(u, min(p), max(p) + 1) for u, p in wanted.items()]
+        unit_slices: dict[str, dict[str, MemorySlice]] = {}
+        ranges = [(u, run[0], run[-1] + 1) for u, p in wanted.items() for run in _runs(p)]
         excerpts = self._store.read_excerpts(namespace, ranges)  # one transaction
         for (unit_id, first, _), (rows, held) in zip(ranges, excerpts, strict=True):
             stored.update(((unit_id, first + i), m) for i, m in enumerate(rows))
-            unit_slices[unit_id] = held
+            unit_slices.setdefault(unit_id, {}).update((s.id, s) for s in held)
         for hit, (unit_id, position) in zip(hits, places, strict=True):
             if unit_id is None:
                 found.append(RecalledMessage(window[position], None, None, hit.score))
@@ -313,12 +317,24 @@ class RecallEngine:
             if message is None or not message.content:  # forgotten meanwhile
                 continue
             found.append(RecalledMessage(message, unit_id, position, hit.score))
-            for memory_slice in unit_slices[unit_id]:
+            for memory_slice in unit_slices[unit_id].values():
                 if memory_slice.start_index <= position < memory_slice.end_index:
                     slices.setdefault(
                         (unit_id, memory_slice.id), RecalledSlice(unit_id, memory_slice)
                     )
         return RecallResult(query, found, list(slices.values()), bounds)
+
+
+def _runs(positions: list[int]) -> list[list[int]]:
+    """Hit positions grouped where they lie close together: each run is read as one
+    range, so the hits of a large unit cost their own rows, not the span between them."""
+    runs: list[list[int]] = []
+    for position in sorted(set(positions)):
+        if runs and position - runs[-1][-1] <= RUN_GAP:
+            runs[-1].append(position)
+        else:
+            runs.append([position])
+    return runs
 
 
 def _within(message: Message, span: tuple[int | None, int | None]) -> bool:

@@ -305,8 +305,8 @@ class UnitStore(Protocol):
     def read_excerpts(
         self, namespace: str, ranges: Sequence[tuple[str, int, int]]
     ) -> list[tuple[list[Message], list[MemorySlice]]]:
-        """For each (unit id, start, end): the messages of that range and the unit's
-        slices, all read in one transaction (empty lists for an unknown unit)."""
+        """For each (unit id, start, end): the messages of that range and the slices
+        over it, all read in one transaction (empty lists for an unknown unit)."""
         ...
 
     def read_slices(self, namespace: str, unit_id: str) -> list[MemorySlice]:

@@ -365,8 +365,14 @@ class SqlStore(ForgetSql, DumpSql):
                 if unit_pk is None:
                     found.append(([], []))
                     continue
+                over = self._run(
+                    cur,
+                    _SLICE_COLUMNS + " WHERE unit_pk = ? AND start_index < ? AND end_index > ?"
+                    " ORDER BY timestamp, pk",
+                    (unit_pk, end, start),
+                ).fetchall()
                 found.append(
-                    (self._messages_in(cur, unit_pk, start, end), self._slices_of(cur, unit_pk))
+                    (self._messages_in(cur, unit_pk, start, end), [slice_from_row(r) for r in over])
                 )
         return found
 

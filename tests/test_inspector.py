@@ -168,6 +168,22 @@ def test_browse_search_and_forget_as_admin(served: tuple[Server, str], browser: 
     page.goto(f"/namespace?ns={NS}")
     assert word not in page.locator("main").inner_text().lower()  # context and window
 
+    page.goto(f"/namespace?ns={NS}")  # a slice, then a whole session, forgotten from the page
+    page.locator("ol.units > li > a").nth(1).click()
+    session = page.url.split("unit=")[1]
+    page.locator("ol.slices li a").first.click()
+    page.get_by_role("button", name="Forget this slice and its messages…").click()
+    page.get_by_role("button", name="Forget for good").click()
+    assert "/unit?" in page.url
+    assert page.url.endswith(f"unit={session}")
+    page.locator("ol.slices li a").first.click()  # the slice stays, its messages do not
+    assert page.locator("li.message").count() == page.locator("li.message.forgotten").count()
+    page.goto(f"/unit?ns={NS}&unit={session}")
+    page.get_by_role("button", name="Forget this memory session…").click()
+    page.get_by_role("button", name="Forget for good").click()
+    assert "/namespace?" in page.url
+    assert page.locator(f"a[href$='unit={session}']").count() == 0
+
     page.goto(f"/rollings?ns={NS}")
     assert page.locator("svg rect").count() > 0
     assert page.locator("tbody tr").count() > 0

@@ -11,6 +11,16 @@ from partner_memory.context import render_xml
 from partner_memory.core import MAX_PAGE_SIZE
 from partner_memory.documents import context_document, slice_document, unit_document
 from partner_memory.http.access import Caller, Ns, Served
+from partner_memory.http.documents import (
+    ContextDoc,
+    MessagesDoc,
+    RollDoc,
+    SessionDoc,
+    SliceDoc,
+    TurnDoc,
+    UnitDoc,
+    UnitsDoc,
+)
 from partner_memory.http.models import ERRORS, MAX_MS, MessagesIn, TurnIn
 from partner_memory.memory import DEFAULT_DOMAINS
 from partner_memory.model import Message, plain
@@ -18,7 +28,9 @@ from partner_memory.model import Message, plain
 router = APIRouter(responses=ERRORS)
 
 
-@router.post("/v1/namespaces/{namespace}/turns", status_code=201, tags=["write"])
+@router.post(
+    "/v1/namespaces/{namespace}/turns", status_code=201, tags=["write"], response_model=TurnDoc
+)
 def record_turn(namespace: Ns, body: TurnIn, access: Served, key: Caller) -> dict[str, Any]:
     """Record one exchange (creating the namespace); a rolling may start in the background."""
     name = access.allowed(key, namespace, "write")
@@ -36,7 +48,12 @@ def record_turn(namespace: Ns, body: TurnIn, access: Served, key: Caller) -> dic
     }
 
 
-@router.post("/v1/namespaces/{namespace}/messages", status_code=201, tags=["write"])
+@router.post(
+    "/v1/namespaces/{namespace}/messages",
+    status_code=201,
+    tags=["write"],
+    response_model=MessagesDoc,
+)
 def record_messages(namespace: Ns, body: MessagesIn, access: Served, key: Caller) -> dict[str, Any]:
     """Record messages as they are: roles, ids, times, metadata."""
     name = access.allowed(key, namespace, "write")
@@ -50,7 +67,7 @@ def record_messages(namespace: Ns, body: MessagesIn, access: Served, key: Caller
     return {"namespace": name, "messages": plain(given)}
 
 
-@router.post("/v1/namespaces/{namespace}/roll", tags=["write"])
+@router.post("/v1/namespaces/{namespace}/roll", tags=["write"], response_model=RollDoc)
 def roll(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     """Roll the window now; `rolled` is false when there was too little to roll."""
     name = access.allowed(key, namespace, "write")
@@ -63,7 +80,7 @@ def roll(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     }
 
 
-@router.post("/v1/namespaces/{namespace}/session/end", tags=["write"])
+@router.post("/v1/namespaces/{namespace}/session/end", tags=["write"], response_model=SessionDoc)
 def end_session(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     """Start a new memory session: the next rolling opens a new unit."""
     name = access.allowed(key, namespace, "write")
@@ -71,7 +88,7 @@ def end_session(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     return {"namespace": name, "memory_session_id": session}
 
 
-@router.get("/v1/namespaces/{namespace}/window", tags=["read"])
+@router.get("/v1/namespaces/{namespace}/window", tags=["read"], response_model=MessagesDoc)
 def window(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     """The messages not rolled yet."""
     name = access.allowed(key, namespace, "read")
@@ -87,10 +104,8 @@ def window(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     responses={
         200: {
             "description": "The blocks (json) or the context as XML.",
-            "content": {
-                "application/json": {"schema": {"type": "object"}},
-                "application/xml": {"schema": {"type": "string"}},
-            },
+            "model": ContextDoc,
+            "content": {"application/xml": {"schema": {"type": "string"}}},
         }
     },
 )
@@ -108,7 +123,7 @@ def context(
     return context_document(name, blocks)
 
 
-@router.get("/v1/namespaces/{namespace}/units", tags=["read"])
+@router.get("/v1/namespaces/{namespace}/units", tags=["read"], response_model=UnitsDoc)
 def units(
     namespace: Ns,
     access: Served,
@@ -127,7 +142,12 @@ def units(
     return {"namespace": name} | page.to_dict()
 
 
-@router.get("/v1/namespaces/{namespace}/units/{unit_id}", tags=["read"])
+@router.get(
+    "/v1/namespaces/{namespace}/units/{unit_id}",
+    tags=["read"],
+    response_model=UnitDoc,
+    response_model_exclude_unset=True,
+)
 def unit(
     namespace: Ns, unit_id: str, access: Served, key: Caller, messages: bool = False
 ) -> dict[str, Any]:
@@ -136,7 +156,11 @@ def unit(
     return unit_document(access.memory(name).core, unit_id, messages=messages)
 
 
-@router.get("/v1/namespaces/{namespace}/units/{unit_id}/slices/{slice_id}", tags=["read"])
+@router.get(
+    "/v1/namespaces/{namespace}/units/{unit_id}/slices/{slice_id}",
+    tags=["read"],
+    response_model=SliceDoc,
+)
 def memory_slice(
     namespace: Ns, unit_id: str, slice_id: str, access: Served, key: Caller
 ) -> dict[str, Any]:

@@ -10,25 +10,32 @@ from partner_memory.core import MAX_PAGE_SIZE, MemoryCore
 from partner_memory.documents import namespaces_document, stats_document
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.http.access import Caller, Ns, Served
+from partner_memory.http.documents import (
+    NamespaceOut,
+    NamespacesDoc,
+    RollingsDoc,
+    StatsDoc,
+    StatusDoc,
+)
 from partner_memory.http.models import ERRORS, MAX_MS, NamespaceIn
 
 router = APIRouter(responses=ERRORS)
 
 
-@router.get("/healthz", tags=["service"])
+@router.get("/healthz", tags=["service"], response_model=StatusDoc)
 def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@router.get("/readyz", tags=["service"])
+@router.get("/readyz", tags=["service"], response_model=StatusDoc)
 def readyz(access: Served) -> dict[str, str]:
     """The database answers (503 when it does not)."""
     access.service.store.count_namespaces()
     return {"status": "ready"}
 
 
-@router.get("/v1/namespaces", tags=["namespaces"])
+@router.get("/v1/namespaces", tags=["namespaces"], response_model=NamespacesDoc)
 def list_namespaces(
     access: Served,
     key: Caller,
@@ -44,7 +51,7 @@ def list_namespaces(
     return namespaces_document(page, total=store.count_namespaces(), limit=limit, more=more)
 
 
-@router.post("/v1/namespaces", status_code=201, tags=["namespaces"])
+@router.post("/v1/namespaces", status_code=201, tags=["namespaces"], response_model=NamespaceOut)
 def create_namespace(body: NamespaceIn, access: Served, key: Caller) -> dict[str, Any]:
     """Create a namespace (409 if it exists)."""
     name = access.allowed(key, body.namespace, "write")
@@ -57,7 +64,7 @@ def create_namespace(body: NamespaceIn, access: Served, key: Caller) -> dict[str
     return info.to_dict()
 
 
-@router.get("/v1/namespaces/{namespace}/stats", tags=["namespaces"])
+@router.get("/v1/namespaces/{namespace}/stats", tags=["namespaces"], response_model=StatsDoc)
 def stats(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     """Units and the totals over every rolling (the figures of `partner-memory stats`)."""
     name = access.allowed(key, namespace, "read")
@@ -67,7 +74,7 @@ def stats(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     return stats_document(MemoryCore(access.service.store, name, create=False), info)
 
 
-@router.get("/v1/namespaces/{namespace}/rollings", tags=["namespaces"])
+@router.get("/v1/namespaces/{namespace}/rollings", tags=["namespaces"], response_model=RollingsDoc)
 def rollings(
     namespace: Ns,
     access: Served,

@@ -10,12 +10,19 @@ from partner_memory.core import MAX_PAGE_SIZE
 from partner_memory.documents import recall_document, topics_document
 from partner_memory.errors import NotFoundError
 from partner_memory.http.access import Caller, Ns, Served
+from partner_memory.http.documents import (
+    ForgottenDoc,
+    NamespaceForgottenDoc,
+    RecallDoc,
+    TopicsDoc,
+    UnitForgottenDoc,
+)
 from partner_memory.http.models import ERRORS, ForgetMessagesIn, RecallIn
 
 router = APIRouter(responses=ERRORS)
 
 
-@router.post("/v1/namespaces/{namespace}/recall", tags=["recall"])
+@router.post("/v1/namespaces/{namespace}/recall", tags=["recall"], response_model=RecallDoc)
 def recall(namespace: Ns, body: RecallIn, access: Served, key: Caller) -> dict[str, Any]:
     """The messages that best match the query, with the slices that hold them (by words,
     meaning, a date in the query, or a topic)."""
@@ -32,7 +39,9 @@ def recall(namespace: Ns, body: RecallIn, access: Served, key: Caller) -> dict[s
     return recall_document(name, found)
 
 
-@router.post("/v1/namespaces/{namespace}/forget/messages", tags=["forget"])
+@router.post(
+    "/v1/namespaces/{namespace}/forget/messages", tags=["forget"], response_model=ForgottenDoc
+)
 def forget_messages(
     namespace: Ns, body: ForgetMessagesIn, access: Served, key: Caller
 ) -> dict[str, Any]:
@@ -42,7 +51,11 @@ def forget_messages(
     return {"namespace": name, "message_count": count}
 
 
-@router.delete("/v1/namespaces/{namespace}/units/{unit_id}/slices/{slice_id}", tags=["forget"])
+@router.delete(
+    "/v1/namespaces/{namespace}/units/{unit_id}/slices/{slice_id}",
+    tags=["forget"],
+    response_model=ForgottenDoc,
+)
 def forget_slice(
     namespace: Ns, unit_id: str, slice_id: str, access: Served, key: Caller
 ) -> dict[str, Any]:
@@ -52,7 +65,9 @@ def forget_slice(
     return {"namespace": name, "message_count": count}
 
 
-@router.delete("/v1/namespaces/{namespace}/units/{unit_id}", tags=["forget"])
+@router.delete(
+    "/v1/namespaces/{namespace}/units/{unit_id}", tags=["forget"], response_model=UnitForgottenDoc
+)
 def forget_unit(namespace: Ns, unit_id: str, access: Served, key: Caller) -> dict[str, Any]:
     """Forget a whole unit (one memory session)."""
     name = access.allowed(key, namespace, "admin")
@@ -60,7 +75,7 @@ def forget_unit(namespace: Ns, unit_id: str, access: Served, key: Caller) -> dic
     return {"namespace": name, "unit_id": unit_id}
 
 
-@router.delete("/v1/namespaces/{namespace}", tags=["forget"])
+@router.delete("/v1/namespaces/{namespace}", tags=["forget"], response_model=NamespaceForgottenDoc)
 def forget_namespace(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     """Forget a whole namespace."""
     name = access.allowed(key, namespace, "admin")
@@ -70,7 +85,7 @@ def forget_namespace(namespace: Ns, access: Served, key: Caller) -> dict[str, An
     return {"namespace": name}
 
 
-@router.get("/v1/namespaces/{namespace}/topics", tags=["recall"])
+@router.get("/v1/namespaces/{namespace}/topics", tags=["recall"], response_model=TopicsDoc)
 def topics(
     namespace: Ns,
     access: Served,

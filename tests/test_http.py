@@ -326,6 +326,10 @@ def test_inspect_serves_the_pages_read_only_on_loopback(database: str) -> None:
         assert page.status_code == 200
         assert "bees" in page.text
         assert 'class="forget"' not in page.text
+        missing = httpx.get(f"{url}/unit", params={"ns": "agent-42/main"})  # no unit named
+        assert missing.status_code == 422
+        assert missing.headers["content-type"].startswith("text/html")
+        assert "query.unit" in missing.text
         forced = httpx.post(
             f"{url}/forget",
             data={"ns": "agent-42/main", "target": "namespace", "confirmed": "yes"},

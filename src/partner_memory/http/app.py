@@ -20,7 +20,7 @@ from urllib.parse import unquote
 import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from partner_memory.errors import (
@@ -147,13 +147,15 @@ def _handler(status: int, code: str) -> Callable[[Request, Exception], JSONRespo
     return handle
 
 
-def _invalid(request: Request, exc: Exception) -> JSONResponse:
+def _invalid(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     fields = [
         {"field": ".".join(str(part) for part in problem["loc"]), "problem": problem["msg"]}
         for problem in exc.errors()
     ]
     named = "; ".join(f"{f['field']}: {f['problem']}" for f in fields)
+    if not request.url.path.startswith("/v1/"):  # a page of the inspector: a page says it
+        return inspector.error_page(request, 422, named or "invalid request")
     return error(422, "invalid_input", named or "invalid request", fields)
 
 

@@ -348,7 +348,12 @@ def install(api: Any) -> None:
 
 def _error_page(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, PageError)
-    return _page(request, "error.html", None, exc.status, code=exc.status, message=exc.message)
+    return error_page(request, exc.status, exc.message)
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    """An error as a page, for a browser (the API answers JSON)."""
+    return _page(request, "error.html", None, status, code=status, message=message)
 
 
 def _login_needed(request: Request, exc: Exception) -> Response:
@@ -356,7 +361,7 @@ def _login_needed(request: Request, exc: Exception) -> Response:
     if request.method == "GET":
         answer = RedirectResponse(_at("/login", next=str(request.url.path) + _query(request)), 303)
     else:
-        answer = _page(request, "error.html", None, 401, code=401, message="log in with a key")
+        answer = error_page(request, 401, "log in with a key")
     if request.cookies.get(COOKIE):
         answer.delete_cookie(COOKIE)  # unknown or revoked: ask again
     return answer

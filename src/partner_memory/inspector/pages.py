@@ -74,9 +74,7 @@ def _page(
 def _memory(viewer: Viewer, ns: str) -> PartnerMemory:
     name = check_namespace(ns)
     viewer.require(name, "read")
-    if viewer.access.service.store.get_namespace(name) is None:
-        raise NotFoundError(f"namespace {name!r} not found")
-    return viewer.access.service.memory(name, create=False)
+    return viewer.access.memory(name)  # 404 as the API says it
 
 
 # -- logging in ------------------------------------------------------------------------

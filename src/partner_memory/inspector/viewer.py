@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
 
-from partner_memory.http.access import Access
+from partner_memory.http.access import Access, Refused
 from partner_memory.keys import ApiKey
 
 COOKIE = "pm_inspector_key"
@@ -58,17 +58,16 @@ class Viewer:
 
 
 def _viewer(request: Request) -> Viewer:
+    """The API's own key rule (`Access.caller`), with the cookie standing in for the header;
+    a refusal sends a browser to log in instead of answering 401."""
     access: Access = request.app.state.access
-    header = request.headers.get("authorization", "")
-    token = request.cookies.get(COOKIE) or (header[7:] if header.startswith("Bearer ") else None)
-    if token:
-        key = access.keys.authenticate(token)
-        if key is None:
-            raise LoginNeeded
-        return Viewer(access, key, logged_in=True)
-    if access.keys.any_live():
-        raise LoginNeeded
-    return Viewer(access, None, logged_in=False)
+    cookie = request.cookies.get(COOKIE)
+    authorization = f"Bearer {cookie}" if cookie else request.headers.get("authorization")
+    try:
+        key = access.caller(authorization)
+    except Refused as exc:
+        raise LoginNeeded from exc
+    return Viewer(access, key, logged_in=key is not None)
 
 
 def same_site(request: Request) -> None:

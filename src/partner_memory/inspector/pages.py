@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from partner_memory.context import render_xml
 from partner_memory.core import MemoryCore
 from partner_memory.errors import (
     ConfigurationError,
@@ -150,6 +151,7 @@ def namespace(
     with _shown():
         memory = _memory(viewer, ns)
         core = memory.core
+        blocks = memory.context()  # resolved once, shown as blocks and as XML
         units = core.list_units(limit=UNITS_PAGE, after=after)
         slices = {u.id: core.list_slices(u.id) for u in units.units}
         days = [(day, list(group)) for day, group in groupby(units.units, key=_day)]
@@ -157,7 +159,7 @@ def namespace(
             request, "namespace.html", viewer, ns=core.namespace, units=units, days=days,
             slices=slices, shown_per_unit=SLICES_SHOWN_PER_UNIT,
             window=viewer.access.service.store.load_trajectory(core.namespace).messages,
-            blocks=memory.context(), xml=memory.context_xml(), totals=core.rolling_stats(),
+            blocks=blocks, xml=render_xml(blocks), totals=core.rolling_stats(),
             may_forget=viewer.may_forget(core.namespace),
         )  # fmt: skip
 

@@ -98,9 +98,10 @@ class McpEndpoint:
         if caller is None:
             raise ToolError("this server acts only on requests that came through /mcp")
         namespace, key = caller
-        if key is not None and not key.allows(namespace, scope):
-            raise ToolError(f"this key may not {scope} namespace {namespace!r}")
         try:
+            Access.permitted(key, namespace, scope)  # the tool's own scope, as the API checks it
             return self.access.memory(namespace, create=scope == "write")
+        except Refused as exc:
+            raise ToolError(exc.message) from exc
         except NotFoundError as exc:
             raise ToolError(f"NotFoundError: {exc}") from exc

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from partner_memory.cli import app
-from partner_memory.model import ConsumerStatus
+from partner_memory.model import ConsumerStatus, Message, WindowMessage
 
 ROOT = Path(__file__).parent.parent
 DOC = (ROOT / "docs" / "json.md").read_text()
@@ -103,6 +103,7 @@ def documents(store_url: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
     out["namespaces"] = run("namespaces", *db)
     out["session"] = run("session", *db, "-n", "agent")
     out["context"] = run("context", *db, "-n", "agent")
+    out["window"] = run("window", *db, "-n", "agent")
     out["recall"] = run("recall", "budget trip", *db, "-n", "agent")
     out["topics"] = run("topics", *db, "-n", "agent")  # offline: an empty list
     out["stats"] = run("stats", *db, "-n", "agent")
@@ -121,8 +122,10 @@ def test_every_document_has_the_documented_keys(documents: dict[str, dict[str, A
 def test_objects_have_the_documented_keys(documents: dict[str, dict[str, Any]]) -> None:
     objects = documented_objects()
     show, stats = documents["show"], documents["stats"]
+    objects["window message"] = objects["message"] | objects["window message"]
     found = {
         "message": show["messages"][0],
+        "window message": WindowMessage(Message("user", "[USER]:\n\nhi"), 7).to_dict(),
         "slice": show["slices"][0],
         "unit": show["unit"],
         "namespace": documents["namespaces"]["namespaces"][0],

@@ -38,6 +38,7 @@ async def _remember_recall_forget(client: Client) -> None:
         "remember_turn",
         "recall",
         "get_context",
+        "get_window",
         "list_units",
         "read_slice",
         "forget_messages",

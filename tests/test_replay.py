@@ -443,7 +443,7 @@ def test_grouped_replay_writes_what_live_recording_writes(store: MemoryStore) ->
             live_clock.set(message.timestamp)
             memory.check_idle()  # the scheduler's check, as the quiet ends
             memory.wait()
-            memory.record_messages([message], interaction=message.timestamp)
+            memory.record_messages([message], interaction=live_clock())  # now, as live
             memory.wait()
     replayed, live = _memory_shape(store, "replayed"), _memory_shape(store, "live")
     assert replayed == live

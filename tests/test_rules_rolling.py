@@ -349,7 +349,7 @@ def test_r19_rolling_leaves_dialog_history_block(
     turns(memory, manual_clock, 2)
     result = memory.roll_now()
     assert result is not None
-    (block,) = memory.workspace.blocks
+    (block,) = memory.context_source.blocks()
     assert (block.name, block.source) == ("dialog_history", "dialog_rolling")
     assert block.domains == {Domain.MEMORY, Domain.COMMUNICATION}
     assert (block.replace_fade, block.time_fade_per_minute, block.activate) == (20, 5, 10)

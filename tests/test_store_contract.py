@@ -261,15 +261,17 @@ def test_window_append_reports_length_and_refuses_without_writing(store: MemoryS
         store.append_trajectory("nope", messages(1))
     store.ensure_namespace("ns", "s")
     first = messages(3)
-    assert store.append_trajectory("ns", first, last_interaction=7) == 3
-    assert store.append_trajectory("ns", messages(2, "more")) == 5
+    assert store.append_trajectory("ns", first, last_interaction=7) == (3, None)
+    assert store.append_trajectory("ns", messages(2, "more")) == (5, None)
+    # the newest interaction before the appended one: what a quiet gap is measured from
+    assert store.append_trajectory("ns", [], last_interaction=9) == (5, 7)
     with pytest.raises(InvalidInputError, match=first[1].id):
         store.append_trajectory("ns", [*messages(1, "new"), first[1]], last_interaction=9)
     state = store.load_trajectory("ns")
     assert (len(state.messages), state.last_interaction) == (5, 7)
     prompt = Message(role="user", content="<input>a task</input>")
-    assert store.append_trajectory("ns", [prompt], structured={prompt.id}) == 6
-    assert store.append_trajectory("ns", messages(1, "turn"), drop_structured=True) == 6
+    assert store.append_trajectory("ns", [prompt], structured={prompt.id}).length == 6
+    assert store.append_trajectory("ns", messages(1, "turn"), drop_structured=True).length == 6
     assert prompt.id not in {m.id for m in store.load_trajectory("ns").messages}
 
 

@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from partner_memory.context import Domain, ResolvedBlock
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
-from partner_memory.model import Message, RollingTotals
+from partner_memory.model import Message, RollingTotals, WindowMessage
 from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.rolling import AfterRolling, RollingResult
 from partner_memory.rolling.consumers import DurableConsumer
@@ -141,6 +141,9 @@ class AsyncPartnerMemory(_Closing):
 
     async def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
         return await asyncio.to_thread(self.sync.context_xml, domains)
+
+    async def window(self) -> list[WindowMessage]:
+        return await asyncio.to_thread(self.sync.window)
 
     async def recall(
         self,

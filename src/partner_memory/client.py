@@ -27,7 +27,7 @@ from partner_memory.errors import (
     PartnerMemoryError,
     StorageUnavailableError,
 )
-from partner_memory.model import MemorySlice, Message, RollingTotals
+from partner_memory.model import MemorySlice, Message, RollingTotals, WindowMessage
 from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.trajectory import Turn
@@ -126,6 +126,13 @@ class _Requests:
     def context_xml(self) -> _Call:
         return _Call("GET", f"{self.prefix}/context", params={"format": "xml"})
 
+    def window(self) -> _Call:
+        return _Call("GET", f"{self.prefix}/window")
+
+    @staticmethod
+    def window_messages(answer: dict[str, Any]) -> list[WindowMessage]:
+        return [WindowMessage.from_dict(m) for m in answer["messages"]]
+
     def recall(
         self,
         query: str,
@@ -218,6 +225,10 @@ class MemoryClient:
 
     def context_xml(self) -> str:
         return self._send(self._requests.context_xml()).text
+
+    def window(self) -> list[WindowMessage]:
+        """The window, oldest first, each message with its interaction's time."""
+        return self._requests.window_messages(self._json(self._requests.window()))
 
     def recall(
         self,
@@ -315,6 +326,9 @@ class AsyncMemoryClient:
 
     async def context_xml(self) -> str:
         return (await self._send(self._requests.context_xml())).text
+
+    async def window(self) -> list[WindowMessage]:
+        return self._requests.window_messages(await self._json(self._requests.window()))
 
     async def recall(
         self,

@@ -11,7 +11,7 @@ from typing import Any
 
 from partner_memory.context.workspace import ResolvedBlock
 from partner_memory.core import MemoryCore
-from partner_memory.model import NamespaceInfo, plain
+from partner_memory.model import NamespaceInfo, WindowMessage, plain
 from partner_memory.recall.results import RecallResult, TopicCount
 
 
@@ -67,3 +67,8 @@ def context_document(namespace: str, blocks: Sequence[ResolvedBlock]) -> dict[st
 
 def topics_document(namespace: str, found: Sequence[TopicCount]) -> dict[str, Any]:
     return {"namespace": namespace, "topics": plain(found)}
+
+
+def window_document(namespace: str, window: Sequence[WindowMessage]) -> dict[str, Any]:
+    """The window, oldest first: each message with its interaction's time."""
+    return {"namespace": namespace, "messages": plain(window)}

@@ -7,7 +7,11 @@ I'm planning a trip to Kyoto.      (what the model said, not shown to the user)
 
 from __future__ import annotations
 
-from partner_memory.model import Message
+import re
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from partner_memory.model import Message
 
 AGENT_MARKER = "[[AGENT]: self]"
 UNKNOWN_MARKER = "[[Unknown]: Unknown]"
@@ -30,6 +34,35 @@ def split(content: str) -> tuple[str | None, str]:
     if not sep and content.startswith("[") and content.endswith(":") and "\n" not in content:
         return content[:-1], ""
     return None, content
+
+
+#: Status markers at the end of a marker line: `: [NOT_REPLIED]`, `: [COMPRESSED]`.
+_STATUS_TAIL = re.compile(r"^(.*?)((?:: \[[A-Z][A-Z_]*\])*)$", re.DOTALL)
+_STATUS = re.compile(r"\[([A-Z][A-Z_]*)\]")
+
+
+class Parsed(NamedTuple):
+    """A message's text split by the convention: identity marker, status markers, body."""
+
+    identity: str | None
+    statuses: tuple[str, ...]
+    body: str
+
+
+def parse(content: str) -> Parsed:
+    """`[[AGENT]: self]: [NOT_REPLIED]:\n\nhi` -> ("[[AGENT]: self]", ("NOT_REPLIED",), "hi")."""
+    marker, body = split(content)
+    if marker is None:
+        return Parsed(None, (), content)
+    found = _STATUS_TAIL.match(marker)
+    assert found is not None  # the pattern matches any text
+    identity = found.group(1) or marker
+    return Parsed(identity, tuple(_STATUS.findall(found.group(2))), body)
+
+
+def speaker(identity: str) -> str:
+    """The name an identity marker gives: the agent is AGENT, a source its name."""
+    return "AGENT" if identity == AGENT_MARKER else source_name(identity)
 
 
 def source_name(marker: str) -> str:

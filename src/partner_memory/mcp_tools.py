@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from partner_memory.documents import recall_document, slice_document
+from partner_memory.documents import recall_document, slice_document, window_document
 from partner_memory.errors import PartnerMemoryError
 from partner_memory.memory import PartnerMemory
 from partner_memory.service import MemoryService
@@ -96,6 +96,15 @@ def build_server(target: Target) -> MCPServer:
     @_told
     def get_context(ctx: Context) -> str:
         return target(ctx, "read").context_xml()
+
+    @server.tool(
+        description="The conversation so far that is not summarised yet (the window),"
+        " oldest first: each message's text, speaker and time."
+    )
+    @_told
+    def get_window(ctx: Context) -> dict[str, Any]:
+        memory = target(ctx, "read")
+        return window_document(memory.namespace, memory.window())
 
     @server.tool(
         description="List the stored memory sessions (units), newest first, with their"

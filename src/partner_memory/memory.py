@@ -1,10 +1,11 @@
 """PartnerMemory: the handle an agent holds per namespace.
 
 A handle ties one namespace to its `MemoryService`: the shared window in the
-store, the rolling engine, the context workspace and the AfterRolling
-consumers. `MemoryService.memory(namespace)` hands handles out; constructing
-`PartnerMemory(store, namespace)` directly makes a service of one, owned
-(and closed) by the handle. Record turns; read context; close when done.
+store, the rolling engine, the context (derived from the store, the same in
+every process) and the AfterRolling consumers. `MemoryService.memory(namespace)`
+hands handles out; constructing `PartnerMemory(store, namespace)` directly
+makes a service of one, owned (and closed) by the handle. Record turns; read
+context; close when done.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ from types import TracebackType
 from typing import Any
 
 from partner_memory.clock import Clock, system_clock
-from partner_memory.context import ContextWorkspace, Domain, ResolvedBlock, render_xml
+from partner_memory.context import Domain, ResolvedBlock, render_xml
 from partner_memory.core import MemoryCore
 from partner_memory.errors import InvalidInputError
-from partner_memory.model import Message, RollingTotals
-from partner_memory.recall.context import ACTIVATED_MEMORY_SLICES, RECALL_SOURCE, activated_block
+from partner_memory.model import Message, RollingTotals, WindowMessage
+from partner_memory.namespace_context import NamespaceContext
 from partner_memory.recall.embed import EmbeddingSettings
-from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.rolling import (
     AfterRolling,
@@ -36,7 +36,6 @@ from partner_memory.rolling import (
     SummarizerChain,
 )
 from partner_memory.rolling.consumers import DurableConsumer
-from partner_memory.rolling.dialog_rolling import DIALOG_HISTORY, DIALOG_ROLLING
 from partner_memory.service import MemoryService
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore, open_store
@@ -52,7 +51,7 @@ class PartnerMemory:
     settings: RollingSettings
     core: MemoryCore
     trajectory: Trajectory
-    workspace: ContextWorkspace
+    context_source: NamespaceContext
     after_rolling: AfterRollingRegistry
     summarizer: SummarizerChain
     rolling: DialogRolling
@@ -68,7 +67,6 @@ class PartnerMemory:
         settings: RollingSettings | None = None,
         clock: Clock = system_clock,
         idle_timer: bool = True,
-        restore_context: bool = True,
         owns_store: bool = False,
         create: bool = True,
         embeddings: EmbeddingSettings | None = None,
@@ -87,7 +85,7 @@ class PartnerMemory:
             owns_store=owns_store,
         )
         try:
-            self._bind(service, namespace, create=create, restore_context=restore_context)
+            self._bind(service, namespace, create=create)
             self._owns_service = True
             service.adopt(self)
         except BaseException:
@@ -101,28 +99,24 @@ class PartnerMemory:
         namespace: str,
         *,
         create: bool = True,
-        restore_context: bool = True,
     ) -> PartnerMemory:
         """A handle on a service that others share; use `service.memory(namespace)`."""
         self = cls.__new__(cls)
-        self._bind(service, namespace, create=create, restore_context=restore_context)
+        self._bind(service, namespace, create=create)
         self._owns_service = False
         return self
 
-    def _bind(
-        self, service: MemoryService, namespace: str, *, create: bool, restore_context: bool
-    ) -> None:
+    def _bind(self, service: MemoryService, namespace: str, *, create: bool) -> None:
         self.service = service
         self.settings = service.settings
         store, clock = service.store, service.clock
         self.core = MemoryCore(store, namespace, clock=clock, create=create)
         self.trajectory = Trajectory(store, self.core.namespace, clock=clock)
-        self.workspace = ContextWorkspace(clock)
+        self.context_source = NamespaceContext(store, self.core.namespace, service.settings, clock)
         self.after_rolling = AfterRollingRegistry(self.core.namespace, service.dispatcher)
         self.summarizer = service.summarizer
         self.rolling = DialogRolling(
             self.core,
-            self.workspace,
             self.after_rolling,
             summarizer=service.summarizer,
             compressor=service.compressor,
@@ -131,9 +125,6 @@ class PartnerMemory:
             leases=service.leases,
             executor=service.executor,
         )
-        self._generation = store.recall_state(self.core.namespace, RECALL_CONSUMER).generation
-        if restore_context:
-            self.rolling.restore_context()
 
     @classmethod
     def open(
@@ -172,10 +163,10 @@ class PartnerMemory:
         metadata: dict[str, Any] | None = None,
     ) -> Turn:
         """Record one exchange (R10-R11); may start a rolling in the background (R13)."""
-        turn, length = self.trajectory.record_turn_counted(
+        turn, appended = self.trajectory.record_turn_counted(
             user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
         )
-        self.rolling.after_turn(length)
+        self.rolling.after_turn(appended)
         return turn
 
     def record_messages(
@@ -185,9 +176,9 @@ class PartnerMemory:
 
         Returns the window's length right after recording.
         """
-        length = self.trajectory.record(messages, interaction=interaction)
-        self.rolling.after_turn(length)
-        return length
+        appended = self.trajectory.record(messages, interaction=interaction)
+        self.rolling.after_turn(appended)
+        return appended.length
 
     # -- rolling -------------------------------------------------------------------
 
@@ -223,24 +214,18 @@ class PartnerMemory:
     # -- reading -------------------------------------------------------------------
 
     def context(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> list[ResolvedBlock]:
-        """R23: the context blocks for these domains, most relevant first.
+        """R23: the context blocks for these domains, most relevant first; the newest
+        summary is the `dialog_history` snapshot.
 
-        Rollings committed by other processes since the last call come in first, and
-        after a forget (here or elsewhere) the blocks are rebuilt from what remains.
+        Derived from the database at each call (`namespace_context`): every process
+        gets the same blocks at the same moment, and reading changes nothing.
         """
-        state = self.core.store.recall_state(self.namespace, RECALL_CONSUMER)
-        if state.generation != self._generation:
-            self._generation = state.generation
-            self.forget_context()
-        self.rolling.sync_context(state.head)
-        return self.workspace.resolve(domains)
+        return self.context_source.resolve(domains)
 
-    def forget_context(self, *, restore: bool = True) -> None:
-        """Drop the memory blocks from context, and restore them from what the store holds."""
-        self.workspace.expire(DIALOG_HISTORY, DIALOG_ROLLING)
-        self.workspace.expire(ACTIVATED_MEMORY_SLICES, RECALL_SOURCE)
-        if restore:
-            self.rolling.restore_context()
+    def window(self) -> list[WindowMessage]:
+        """The conversation window (what is not rolled yet), oldest first, each message
+        with the time of the interaction that brought it."""
+        return self.trajectory.window()
 
     # -- forgetting ----------------------------------------------------------------
 
@@ -249,20 +234,15 @@ class PartnerMemory:
         path - reading, recall, context, exports - and the slices that held them are
         summarised again from what remains. One transaction, recorded without content.
         Returns how many were found."""
-        forgotten = self.service.forget_messages(self.namespace, message_ids)
-        self.forget_context()
-        return forgotten
+        return self.service.forget_messages(self.namespace, message_ids)
 
     def forget_slice(self, unit_id: str, slice_id: str) -> int:
         """Forget a slice: its summary and every message it covers."""
-        forgotten = self.service.forget_slice(self.namespace, unit_id, slice_id)
-        self.forget_context()
-        return forgotten
+        return self.service.forget_slice(self.namespace, unit_id, slice_id)
 
     def forget_unit(self, unit_id: str) -> None:
         """Forget a whole unit (one memory session): deleted with its slices."""
         self.service.forget_unit(self.namespace, unit_id)
-        self.forget_context()
 
     def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
         """R24: the resolved context as XML, ready for a prompt."""
@@ -288,13 +268,13 @@ class PartnerMemory:
         configured) keeps to the slices filed under it or below it - under its parent
         if none are - and names related topics. Everything recorded before the call
         is found, in whichever process it was recorded. With `activate`, what was
-        found goes into the context as the `activated_memory_slices` block."""
+        found goes into the namespace's context (every process's) as the
+        `activated_memory_slices` block."""
         found = self.service.recall.recall(
             self.namespace, query, k=k, since=since, until=until, dates=dates, topic=topic
         )
-        block = activated_block(found, self.settings) if activate else None
-        if block is not None:
-            self.workspace.register(block)
+        if activate:
+            self.context_source.activate(found)
         return found
 
     def topics(self, *, limit: int = 100) -> list[TopicCount]:

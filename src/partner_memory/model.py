@@ -16,6 +16,7 @@ from enum import Enum
 from types import UnionType
 from typing import Any, ClassVar, Literal, Self, Union, get_args, get_origin, get_type_hints
 
+from partner_memory import markers as r11
 from partner_memory.errors import InvalidInputError
 
 Role = Literal["user", "assistant", "system"]
@@ -216,6 +217,38 @@ class Message(Record):
             )
         dump_metadata(self.metadata)
 
+    # The stored `content` follows R11 (a marker line, a blank line, the body); what a
+    # caller recorded is `text`, who said it `speaker`, and the status markers `markers`.
+
+    @property
+    def text(self) -> str:
+        """The body as recorded, without the R11 marker line."""
+        return r11.parse(self.content).body
+
+    @property
+    def speaker(self) -> str | None:
+        """Who said it: the transcript's `speaker` metadata, else the marker's name
+        (`[USER: Mei]` -> Mei, `[USER]` -> USER, the agent's own -> AGENT); None for a
+        plain message without either."""
+        named = self.metadata.get("speaker")
+        if isinstance(named, str) and named.strip():
+            return named.strip()
+        identity = r11.parse(self.content).identity
+        return None if identity is None else r11.speaker(identity) or None
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """Status markers after the identity: NOT_REPLIED (not shown to the user), ..."""
+        return r11.parse(self.content).statuses
+
+    def to_dict(self) -> dict[str, Any]:
+        parsed = r11.parse(self.content)
+        document = Record.to_dict(self)  # not super(): slots=True makes a new class
+        document["text"] = parsed.body
+        document["speaker"] = self.speaker
+        document["markers"] = list(parsed.statuses)
+        return document
+
 
 @dataclass(frozen=True, slots=True)
 class MemorySlice(Record):
@@ -306,10 +339,53 @@ class TrajectoryState(Record):
     last_interaction: int | None
     #: The last interaction an idle rolling already covered (R14 fires once per quiet).
     idle_rolled_for: int | None = None
+    #: Each message's interaction time (ms; None where none was given), in window order.
+    interactions: tuple[int | None, ...] = ()
 
     @property
     def activity(self) -> WindowActivity:
         return WindowActivity(len(self.messages), self.last_interaction, self.idle_rolled_for)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowMessage(Record):
+    """A message of the window and the time of the interaction that brought it (ms)."""
+
+    message: Message
+    interaction: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The message's own document with `interaction` beside its keys."""
+        return self.message.to_dict() | {"interaction": self.interaction}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WindowMessage:
+        interaction = data.get("interaction")
+        return cls(Message.from_dict(data), None if interaction is None else int(interaction))
+
+
+@dataclass(frozen=True, slots=True)
+class Activation(Record):
+    """What the latest recall left in a namespace's context, and when (ms).
+
+    The three renderings of its block (R21), and what it quotes - messages by id,
+    slices by (unit id, slice id) - so a forget of any of them takes it away."""
+
+    at: int
+    full: str
+    compact: str | None
+    abstract: str | None
+    message_ids: tuple[str, ...] = ()
+    slices: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ContextState(Record):
+    """What a namespace's context is made of, read at once: its newest slices (newest
+    first, with their unit ids) and the latest recall's activation."""
+
+    slices: list[tuple[str, MemorySlice]]
+    activation: Activation | None
 
 
 @dataclass(frozen=True, slots=True)

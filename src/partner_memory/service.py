@@ -142,7 +142,6 @@ class MemoryService:
         namespace: str = DEFAULT_NAMESPACE,
         *,
         create: bool = True,
-        restore_context: bool = True,
         watch_idle: bool = True,
     ) -> PartnerMemory:
         """The handle of one namespace (the same one while it is open); cheap, owns no thread.
@@ -157,9 +156,7 @@ class MemoryService:
             found = self._handles.get(namespace)
         if found is not None:
             return found
-        handle = PartnerMemory.attach(
-            self, namespace, create=create, restore_context=restore_context
-        )
+        handle = PartnerMemory.attach(self, namespace, create=create)
         return self.adopt(handle, watch_idle=watch_idle)
 
     def adopt(self, handle: PartnerMemory, *, watch_idle: bool = True) -> PartnerMemory:
@@ -223,10 +220,8 @@ class MemoryService:
         """Forget a namespace and everything in it; its handles here stop being served."""
         self.store.forget_namespace(namespace, at=self.clock())
         with self._lock:
-            handle = self._handles.pop(namespace, None)
+            self._handles.pop(namespace, None)
             self._watched.discard(namespace)
-        if handle is not None:
-            handle.forget_context(restore=False)
 
     def _resummaries(self, namespace: str, located: Sequence[Located]) -> list[Resummary]:
         gone: dict[str, set[int]] = {}

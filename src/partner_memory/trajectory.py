@@ -14,14 +14,16 @@ from typing import Any
 
 from partner_memory import markers
 from partner_memory.clock import Clock
+from partner_memory.errors import InvalidInputError
 from partner_memory.model import (
     Message,
     WindowActivity,
+    WindowMessage,
     check_messages,
     check_text,
     check_timestamp,
 )
-from partner_memory.store.base import MemoryStore
+from partner_memory.store.base import MemoryStore, WindowAppend
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,13 @@ class Trajectory:
     def snapshot(self) -> tuple[Message, ...]:
         return tuple(self._store.load_trajectory(self._namespace).messages)
 
+    def window(self) -> list[WindowMessage]:
+        """The window, oldest first, each message with the time of its interaction."""
+        state = self._store.load_trajectory(self._namespace)
+        return [
+            WindowMessage(m, t) for m, t in zip(state.messages, state.interactions, strict=True)
+        ]
+
     @property
     def last_interaction(self) -> int | None:
         """When the last turn was recorded (ms), by any process, or None before the first."""
@@ -81,11 +90,14 @@ class Trajectory:
         source: str = "USER",
         timestamp: int | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> tuple[Turn, int]:
-        """`record_turn`, also returning the window's length right after it."""
+    ) -> tuple[Turn, WindowAppend]:
+        """`record_turn`, also returning the window's length right after it and the
+        interaction before it."""
         check_text(user_input, "user_input")
         check_text(assistant_output, "assistant_output")
         check_text(source, "source")
+        if "\n" in source or "\r" in source:
+            raise InvalidInputError("source must be one line: it becomes the R11 marker line")
         now = self._clock() if timestamp is None else check_timestamp(timestamp, "timestamp")
         assistant_content, replied = markers.assistant_text(assistant_output)
         user = Message(
@@ -95,7 +107,7 @@ class Trajectory:
             metadata=dict(metadata or {}),
         )
         assistant = Message(role="assistant", content=assistant_content, timestamp=now)
-        length = self._store.append_trajectory(
+        appended = self._store.append_trajectory(
             self._namespace,
             [user, assistant],
             last_interaction=now,
@@ -103,12 +115,14 @@ class Trajectory:
             drop_structured=True,
             fresh_ids=True,
         )
-        return Turn(user=user, assistant=assistant, replied=replied), length
+        return Turn(user=user, assistant=assistant, replied=replied), appended
 
-    def record(self, messages: Sequence[Message], *, interaction: int | None = None) -> int:
+    def record(
+        self, messages: Sequence[Message], *, interaction: int | None = None
+    ) -> WindowAppend:
         """Append plain messages; `interaction` (ms) also moves the last-interaction time.
 
-        Returns the window's length right after the append.
+        Returns the window's length right after the append, and the interaction before.
         """
         batch = check_messages(messages)
         if interaction is not None:
@@ -145,3 +159,17 @@ def idle_due(window: WindowActivity, now: int, idle_after_ms: int) -> bool:
     if last is None or last == window.idle_rolled_for or window.length <= 1:
         return False
     return now - last > idle_after_ms
+
+
+def quiet_gap(interactions: Sequence[int | None], idle_after_ms: int) -> int | None:
+    """Where a window's first quiet gap ends: the index of the first message after more
+    than `idle_after_ms` of silence, or None. What lies before it is one memory
+    session that has ended, whether or not any process ran through the quiet."""
+    newest: int | None = None
+    for i, at in enumerate(interactions):
+        if at is None:
+            continue
+        if newest is not None and at - newest > idle_after_ms:
+            return i
+        newest = at if newest is None else max(newest, at)
+    return None

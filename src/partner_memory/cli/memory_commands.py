@@ -20,7 +20,7 @@ from partner_memory.cli.errors import reported
 from partner_memory.config import Settings
 from partner_memory.context import Domain
 from partner_memory.core import MemoryCore
-from partner_memory.documents import context_document, stats_document
+from partner_memory.documents import context_document, stats_document, window_document
 from partner_memory.errors import ConfigurationError, InvalidInputError, LLMError, NotFoundError
 from partner_memory.ingest import (
     IngestReport,
@@ -186,6 +186,19 @@ def context(
             render.print_json(context_document(namespace, memory.context(domains)))
         else:
             print(memory.context_xml(domains))
+
+
+@app.command()
+def window(
+    db: Db = DEFAULT_DATABASE, namespace: Namespace = DEFAULT_NAMESPACE, as_json: Json = False
+) -> None:
+    """Show the conversation window: the messages not rolled yet, oldest first."""
+    with reported(), opened_memory(db, namespace, write=False) as memory:
+        held = memory.window()
+        if as_json:
+            render.print_json(window_document(namespace, held))
+        else:
+            render.console.print(render.window_table(held))
 
 
 @app.command()

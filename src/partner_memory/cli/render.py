@@ -18,6 +18,7 @@ from partner_memory.model import (
     NamespaceInfo,
     RollingTotals,
     UnitInfo,
+    WindowMessage,
 )
 
 console = Console(highlight=False, soft_wrap=True)
@@ -73,13 +74,32 @@ def slices_table(slices: Sequence[MemorySlice]) -> Table:
     return table
 
 
+def _said(m: Message) -> str:
+    """A message's text as recorded, its status markers after it."""
+    marks = "".join(f" [{mark}]" for mark in m.markers)
+    return escape(m.text) + (f"[dim]{escape(marks)}[/dim]" if marks else "")
+
+
 def messages_table(messages: Sequence[Message], first_position: int) -> Table:
     table = Table(title="messages", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("role")
-    table.add_column("content", overflow="fold")
+    table.add_column("speaker")
+    table.add_column("text", overflow="fold")
     for offset, m in enumerate(messages):
-        table.add_row(str(first_position + offset), m.role, escape(m.content))
+        table.add_row(str(first_position + offset), m.role, escape(m.speaker or ""), _said(m))
+    return table
+
+
+def window_table(window: Sequence[WindowMessage]) -> Table:
+    table = Table(title="window (not rolled yet)", title_justify="left")
+    table.add_column("interaction")
+    table.add_column("role")
+    table.add_column("speaker")
+    table.add_column("text", overflow="fold")
+    for held in window:
+        m = held.message
+        table.add_row(when(held.interaction), m.role, escape(m.speaker or ""), _said(m))
     return table
 
 

@@ -71,6 +71,8 @@ class ContextBlock:
     score: float = INITIAL_SCORE
     #: When the score last took time into account (ms); set by the workspace.
     touched_at: int = 0
+    #: When the block was made (ms): between equal scores the newer block wins.
+    made_at: int = 0
 
     def __post_init__(self) -> None:
         if not self.name or not self.source:

@@ -99,6 +99,7 @@ class ContextWorkspace:
                     self._blocks.remove(old)
                     self._note("removed", old, now)
             block.touched_at = now
+            block.made_at = block.made_at or now
             self._blocks.append(block)
             self._note("registered", block, now)
 
@@ -122,49 +123,82 @@ class ContextWorkspace:
         return block.score > 0
 
     def resolve(self, domains: Sequence[Domain | str]) -> list[ResolvedBlock]:
-        """R23: decay, expose, activate and order the blocks for these domains."""
-        wanted = [Domain(d) for d in domains]
-        if not wanted:
-            raise InvalidInputError("resolve needs at least one domain")
-        weight: dict[Domain, int] = {}
-        for i, domain in enumerate(wanted):
-            weight.setdefault(domain, len(wanted) - i)
+        """R23 as the reference runs it: decay, expose and activate, then order.
+
+        Resolving changes the blocks (exposure lifts their scores); a namespace's
+        own context is resolved with `resolve_blocks`, which reads only.
+        """
+        wanted = _domains(domains)
         now = self._clock()
-        chosen: list[tuple[int, ContextBlock, Exposure, str]] = []
         with self._lock:
             for block in list(self._blocks):
                 if not self._decay(block, now):
                     self._blocks.remove(block)
                     self._note("removed", block, now)
                     continue
-                shared = block.domains.intersection(wanted)
-                if not shared:
+                exposure = _exposure(block, wanted)
+                if exposure is None:
                     continue
-                exposure = Exposure.PRIMARY if wanted[0] in block.domains else Exposure.SECONDARY
                 before = block.level
                 gain = block.activate * _GAIN[(exposure, before)]
                 if gain:
                     ceiling = _CEILING[(exposure, before)]
                     block.score = max(block.score, min(block.score + gain, ceiling))
                     self._note("activated", block, now)
-                chosen.append(
-                    (sum(weight[d] for d in shared), block, exposure, self._text(block, exposure))
-                )
-        chosen.sort(key=lambda c: (-c[0], -c[1].score, c[1].name, c[1].source))
-        return _merge(chosen)
-
-    @staticmethod
-    def _text(block: ContextBlock, exposure: Exposure) -> str:
-        level = block.level
-        if exposure is Exposure.PRIMARY:
-            return block.rendering(Level.FULL if level is Level.FULL else Level.COMPACT)
-        return block.rendering(Level.ABSTRACT if level is Level.ABSTRACT else Level.COMPACT)
+            blocks = list(self._blocks)
+        return resolve_blocks(blocks, wanted)
 
 
-def _merge(chosen: list[tuple[int, ContextBlock, Exposure, str]]) -> list[ResolvedBlock]:
-    """Blocks sharing a source key become one, the best-scoring text as the snapshot."""
+def _domains(domains: Sequence[Domain | str]) -> list[Domain]:
+    wanted = [Domain(d) for d in domains]
+    if not wanted:
+        raise InvalidInputError("resolve needs at least one domain")
+    return wanted
+
+
+def _exposure(block: ContextBlock, wanted: Sequence[Domain]) -> Exposure | None:
+    if not block.domains.intersection(wanted):
+        return None
+    return Exposure.PRIMARY if wanted[0] in block.domains else Exposure.SECONDARY
+
+
+def _text(block: ContextBlock, exposure: Exposure) -> str:
+    level = block.level
+    if exposure is Exposure.PRIMARY:
+        return block.rendering(Level.FULL if level is Level.FULL else Level.COMPACT)
+    return block.rendering(Level.ABSTRACT if level is Level.ABSTRACT else Level.COMPACT)
+
+
+def resolve_blocks(
+    blocks: Sequence[ContextBlock], domains: Sequence[Domain | str]
+) -> list[ResolvedBlock]:
+    """R23's exposure, rendering, order and merge over blocks as they are - a pure read.
+
+    Order: summed domain weight, score, name, source; between equal scores the
+    newer block (`made_at`, then later in `blocks`) comes first, so with one
+    source key the newest of equal blocks is the `<snapshot>`.
+    """
+    wanted = _domains(domains)
+    weight: dict[Domain, int] = {}
+    for i, domain in enumerate(wanted):
+        weight.setdefault(domain, len(wanted) - i)
+    ranked: list[tuple[tuple[float, float, str, str, int, int], ContextBlock, Exposure]] = []
+    for index, block in enumerate(blocks):
+        exposure = _exposure(block, wanted)
+        if exposure is None or block.score <= 0:
+            continue
+        summed = sum(weight[d] for d in block.domains.intersection(wanted))
+        key = (-summed, -block.score, block.name, block.source, -block.made_at, -index)
+        ranked.append((key, block, exposure))
+    ranked.sort(key=lambda r: r[0])
+    return _merge([(block, exposure, _text(block, exposure)) for _, block, exposure in ranked])
+
+
+def _merge(chosen: list[tuple[ContextBlock, Exposure, str]]) -> list[ResolvedBlock]:
+    """Blocks sharing a source key become one, the best-scoring text as the snapshot
+    (the first of equals, which `resolve_blocks` made the newest)."""
     groups: dict[tuple[str, str], list[tuple[ContextBlock, Exposure, str]]] = {}
-    for _, block, exposure, text in chosen:
+    for block, exposure, text in chosen:
         groups.setdefault(block.source_key, []).append((block, exposure, text))
     resolved = []
     for (name, source), members in groups.items():

@@ -23,6 +23,18 @@ class MessageOut(Doc):
     content: str
     timestamp: int | None
     metadata: dict[str, Any]
+    text: str
+    speaker: str | None
+    markers: list[str]
+
+
+class WindowMessageOut(MessageOut):
+    interaction: int | None
+
+
+class WindowDoc(Doc):
+    namespace: str
+    messages: list[WindowMessageOut]
 
 
 class SliceOut(Doc):

@@ -9,7 +9,12 @@ from fastapi.responses import PlainTextResponse
 
 from partner_memory.context import render_xml
 from partner_memory.core import MAX_PAGE_SIZE
-from partner_memory.documents import context_document, slice_document, unit_document
+from partner_memory.documents import (
+    context_document,
+    slice_document,
+    unit_document,
+    window_document,
+)
 from partner_memory.http.access import Caller, Ns, Served
 from partner_memory.http.documents import (
     ContextDoc,
@@ -20,6 +25,7 @@ from partner_memory.http.documents import (
     TurnDoc,
     UnitDoc,
     UnitsDoc,
+    WindowDoc,
 )
 from partner_memory.http.models import ERRORS, MAX_MS, MessagesIn, TurnIn
 from partner_memory.memory import DEFAULT_DOMAINS
@@ -88,13 +94,11 @@ def end_session(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     return {"namespace": name, "memory_session_id": session}
 
 
-@router.get("/v1/namespaces/{namespace}/window", tags=["read"], response_model=MessagesDoc)
+@router.get("/v1/namespaces/{namespace}/window", tags=["read"], response_model=WindowDoc)
 def window(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
-    """The messages not rolled yet."""
+    """The messages not rolled yet, oldest first, each with its interaction's time."""
     name = access.allowed(key, namespace, "read")
-    access.memory(name)  # 404 for an unknown namespace
-    held = access.service.store.load_trajectory(name)
-    return {"namespace": name, "messages": plain(held.messages)}
+    return window_document(name, access.memory(name).window())
 
 
 @router.get(

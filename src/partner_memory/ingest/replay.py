@@ -20,6 +20,7 @@ from partner_memory.errors import InvalidInputError
 from partner_memory.ingest.transcripts import Transcript
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message, RollingTotals, TrajectoryState
+from partner_memory.trajectory import quiet_gap
 
 
 class ReplayClock:
@@ -93,26 +94,25 @@ def _close_quiet_gaps(memory: PartnerMemory, held: TrajectoryState) -> None:
 
     A replay killed while an idle rolling was in flight leaves the next
     conversation's first messages in the window after the last one's; rolling
-    the older part alone gives the units an uninterrupted run gives.
+    everything before the last gap (one conversation per rolling, as every
+    rolling splits at quiet gaps) gives the units an uninterrupted run gives,
+    and leaves the last conversation in the window to go on.
     """
     idle_after = memory.settings.idle_after_ms
-    while True:
-        messages = held.messages
-        gap = next(
-            (
-                i
-                for i in range(1, len(messages))
-                if (before := messages[i - 1].timestamp) is not None
-                and (after := messages[i].timestamp) is not None
-                and after - before > idle_after
-            ),
-            None,
-        )
-        if gap is None:
-            return
-        memory.wait()
-        memory.roll_now(idle=True, through=messages[gap - 1].id)
-        held = memory.core.store.load_trajectory(memory.namespace)
+    # a killed replay may have recorded a batch as one interaction: its messages' own
+    # times tell where the conversations part
+    times = tuple(
+        m.timestamp if m.timestamp is not None else t
+        for m, t in zip(held.messages, held.interactions, strict=True)
+    )
+    last_gap, start = None, 0
+    while (gap := quiet_gap(times[start:], idle_after)) is not None:
+        start += gap
+        last_gap = start
+    if last_gap is None:
+        return
+    memory.wait()
+    memory.roll_now(idle=True, through=held.messages[last_gap - 1].id)
 
 
 def ingest(
@@ -133,13 +133,15 @@ def ingest(
     settings = memory.settings
     idle_after, limit = settings.idle_after_ms, settings.max_messages
     batch: list[Message] = []
+    times: list[int] = []  # each message's time as live recording it would have had
     with memory.rolling.replay_group() as group:
 
         def record() -> None:
-            group.record(batch, interaction=clock())
+            group.record(batch, interaction=clock(), interactions=times)
             if progress:
                 progress(len(batch))
             batch.clear()
+            times.clear()
 
         for message in pending:
             # Messages are recorded in batches that end exactly where a trigger could
@@ -152,6 +154,7 @@ def ingest(
                 if not batch:
                     group.check_idle(clock())
             batch.append(message)
+            times.append(clock())
             if group.window_length + len(batch) >= limit:
                 record()
         if batch:

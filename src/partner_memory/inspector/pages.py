@@ -158,7 +158,7 @@ def namespace(
         return _page(
             request, "namespace.html", viewer, ns=core.namespace, units=units, days=days,
             slices=slices, shown_per_unit=SLICES_SHOWN_PER_UNIT,
-            window=viewer.access.service.store.load_trajectory(core.namespace).messages,
+            window=memory.window(),
             blocks=blocks, xml=render_xml(blocks), totals=core.rolling_stats(),
             may_forget=viewer.may_forget(core.namespace),
         )  # fmt: skip

@@ -11,8 +11,6 @@ from typing import Any
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
-from partner_memory import markers
-
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 
@@ -45,14 +43,9 @@ def highlight(text: str, words: list[str]) -> Markup:
     return Markup("").join(parts)
 
 
-def marker(content: str) -> tuple[str | None, str]:
-    """(marker, body): markers such as [NOT_REPLIED] are shown apart from the text."""
-    return markers.split(content)
-
-
 def pretty(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=1, sort_keys=True)
 
 
 templates.env.filters.update(when=when, pretty=pretty)
-templates.env.globals.update(highlight=highlight, marker=marker)
+templates.env.globals.update(highlight=highlight)

@@ -11,8 +11,13 @@ A rolling: take the lease and snapshot the shared window, work out the
 increment not yet stored (by message id), compress long messages and
 summarise (for the summary only - originals are stored), then commit in one
 transaction: the slice, its log entry, the trimmed window, the idle
-rolling's new session and the lease's release. Then the `dialog_history`
-block goes into the context workspace and the AfterRolling consumers run.
+rolling's new session and the lease's release. Then the AfterRolling
+consumers run; the context shows the new slice as its `dialog_history`.
+
+Messages separated by a quiet gap longer than `idle_after_ms` never share a
+unit, whichever trigger fired and whether or not a process ran through the
+quiet: every window row carries its interaction's time, and a rolling covers
+the window only up to its first gap (`bounded`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from partner_memory.clock import Clock
-from partner_memory.context import ContextBlock, ContextWorkspace, Domain
+from partner_memory.context import ContextBlock, Domain
 from partner_memory.core import MemoryCore
 from partner_memory.errors import InvalidInputError, PartnerMemoryError
 from partner_memory.model import MemorySlice, Message, RollingCost, new_id
@@ -38,8 +43,8 @@ from partner_memory.rolling.llm import UsageMeter
 from partner_memory.rolling.replay_group import ReplayGroup
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.rolling.summarize import SummarizerChain
-from partner_memory.store.base import CommittedRolling, RollingCommit
-from partner_memory.trajectory import dropped_ids, idle_due
+from partner_memory.store.base import CommittedRolling, RollingCommit, WindowAppend
+from partner_memory.trajectory import dropped_ids, idle_due, quiet_gap
 
 #: Errors kept per namespace for inspection; the log has the rest.
 MAX_ERRORS = 100
@@ -79,6 +84,11 @@ class Moment(NamedTuple):
     #: The slice's time (ms).
     at: int
     idle: bool
+    #: Each message's interaction time, as the window has them.
+    interactions: tuple[int | None, ...] = ()
+    #: A quiet gap ends the snapshot: it is a memory session that has ended, and the
+    #: window holds the next one's messages after it.
+    ended: bool = False
 
 
 class DialogRolling:
@@ -87,7 +97,6 @@ class DialogRolling:
     def __init__(
         self,
         core: MemoryCore,
-        workspace: ContextWorkspace,
         after_rolling: AfterRollingRegistry,
         *,
         summarizer: SummarizerChain,
@@ -99,7 +108,6 @@ class DialogRolling:
     ) -> None:
         self._store = core.store
         self._namespace = core.namespace
-        self._workspace = workspace
         self._after_rolling = after_rolling
         self._summarizer = summarizer
         self._compressor = compressor
@@ -109,8 +117,6 @@ class DialogRolling:
         self._executor = executor
         # single flight inside this process; the lease does it across processes
         self._running = threading.Lock()
-        self._seen = 0  # the newest log entry whose block is in the workspace
-        self._context_lock = threading.Lock()
         self.errors: list[BaseException] = []
 
     @property
@@ -119,14 +125,18 @@ class DialogRolling:
 
     # -- triggers ----------------------------------------------------------------
 
-    def after_turn(self, window_length: int) -> Future[RollingResult | None] | None:
-        """R13: the count trigger, checked after every recorded turn.
+    def after_turn(self, appended: WindowAppend) -> Future[RollingResult | None] | None:
+        """R13, checked after every recorded turn: the count trigger, and the end of a
+        memory session when the turn came after a quiet gap (R14 as a property of the
+        window: the conversation before the gap is rolled alone, into its own unit).
 
         The turn is stored by now: a failure to start the rolling is logged, not
         raised (a caller would retry and record the turn twice); the next turn,
         or the idle check, triggers again.
         """
-        if window_length < self.settings.max_messages:
+        before = appended.previous_interaction
+        quiet = before is not None and self._clock() - before > self.settings.idle_after_ms
+        if appended.length < self.settings.max_messages and not quiet:
             return None
         try:
             return self.trigger(idle=False, recheck=True)
@@ -161,7 +171,7 @@ class DialogRolling:
             self._running.release()
             raise
         try:
-            return self._executor.submit(self._guarded, moment)
+            return self._executor.submit(self._guarded, moment, idle)
         except RuntimeError:  # shut down
             self._leases.release(self._namespace)
             self._running.release()
@@ -182,8 +192,16 @@ class DialogRolling:
             return None
         now = self._clock()
         last = state.last_interaction
+        moment = Moment(
+            tuple(state.messages),
+            last,
+            self._dated(now, last, idle),
+            idle,
+            state.interactions or (None,) * len(state.messages),
+        )
         if recheck:
-            still_due = (
+            moment = self.bounded(moment)
+            still_due = moment.ended or (
                 idle_due(state.activity, now, self.settings.idle_after_ms)
                 if idle
                 else len(state.messages) >= self.settings.max_messages
@@ -191,7 +209,34 @@ class DialogRolling:
             if not still_due:
                 self._leases.release(ns)
                 return None
-        return Moment(tuple(state.messages), last, self._dated(now, last, idle), idle)
+        return moment
+
+    def bounded(self, moment: Moment) -> Moment:
+        """The moment up to the window's first quiet gap, if it has one.
+
+        Messages separated by more than `idle_after_ms` of silence never share a
+        unit: the part before the gap is rolled as an idle rolling would have
+        rolled it (kept nothing, a new session after it, dated an hour after its
+        last interaction), whoever triggered - so a gap that no process ran
+        through, or a turn that raced the idle check, still ends the session.
+        """
+        cut = quiet_gap(moment.interactions, self.settings.idle_after_ms)
+        if cut is None:
+            return moment
+        times = [t for t in moment.interactions[:cut] if t is not None]
+        last = max(times) if times else moment.last_interaction
+        return Moment(
+            moment.snapshot[:cut],
+            last,
+            self._dated(self._clock(), last, True),
+            True,
+            moment.interactions[:cut],
+            ended=True,
+        )
+
+    def now(self) -> int:
+        """This namespace's time, from the injected clock."""
+        return self._clock()
 
     def _dated(self, now: int, last: int | None, idle: bool) -> int:
         """A slice's time: now, or for an idle rolling when the idle timer would have fired."""
@@ -199,9 +244,16 @@ class DialogRolling:
             return min(now, last + self.settings.idle_after_ms + 1)
         return now
 
-    def _guarded(self, moment: Moment) -> RollingResult | None:
+    def _guarded(self, moment: Moment, idle: bool) -> RollingResult | None:
         try:
-            return self._roll(moment)
+            result = self._roll(moment)
+            while moment.ended:  # the next conversation, if its own trigger holds
+                follow = self._begin(idle, wait=False, recheck=True)
+                if follow is None:
+                    break
+                moment = follow
+                result = self._roll(moment) or result
+            return result
         except BaseException as exc:
             log.exception("rolling of %r failed", self._namespace)
             self.errors.append(exc)
@@ -214,24 +266,39 @@ class DialogRolling:
         """Roll in the caller's thread, after any rolling in flight (here or elsewhere).
 
         `through` rolls the window only up to that message (a replay resuming
-        with two conversations in its window rolls the first one alone).
+        with two conversations in its window rolls the first one alone). A window
+        holding several conversations (quiet gaps between them) is rolled one
+        conversation at a time; the last rolling's result is returned.
         """
         with self._running:
-            moment = self._begin(idle, wait=True, recheck=False)
-            assert moment is not None  # waiting for the lease always ends with it
-            if through is not None:
-                moment = self._cut(moment, through)
-            return self._roll(moment)
+            result: RollingResult | None = None
+            first = True
+            while True:
+                moment = self._begin(idle, wait=True, recheck=False)
+                assert moment is not None  # waiting for the lease always ends with it
+                if through is not None:
+                    if not first and through not in {m.id for m in moment.snapshot}:
+                        self._leases.release(self._namespace)
+                        return result  # rolled with an earlier conversation
+                    moment = self._cut(moment, through)
+                first = False
+                moment = self.bounded(moment)
+                result = self._roll(moment) or result
+                if not moment.ended:
+                    return result
 
     def _cut(self, moment: Moment, through: str) -> Moment:
         ids = [m.id for m in moment.snapshot]
         if through not in ids:
             self._leases.release(self._namespace)
             raise InvalidInputError(f"message {through!r} is not in the window")
-        snapshot = moment.snapshot[: ids.index(through) + 1]
-        times = [m.timestamp for m in snapshot if m.timestamp is not None]
+        end = ids.index(through) + 1
+        snapshot, interactions = moment.snapshot[:end], moment.interactions[:end]
+        times = [t for t in interactions if t is not None]
         last = max(times) if times else moment.last_interaction
-        return Moment(snapshot, last, self._dated(moment.at, last, moment.idle), moment.idle)
+        return Moment(
+            snapshot, last, self._dated(moment.at, last, moment.idle), moment.idle, interactions
+        )
 
     def wait(self) -> None:
         """Return once no rolling of this process is in flight for this namespace."""
@@ -267,11 +334,17 @@ class DialogRolling:
             self._leases.release(self._namespace)
 
     def moment(
-        self, snapshot: tuple[Message, ...], last_interaction: int | None, *, idle: bool
+        self,
+        snapshot: tuple[Message, ...],
+        interactions: tuple[int | None, ...],
+        *,
+        idle: bool,
     ) -> Moment:
-        """What a rolling of `snapshot` covers, now."""
-        return Moment(
-            snapshot, last_interaction, self._dated(self._clock(), last_interaction, idle), idle
+        """What a rolling of `snapshot` covers, now, up to its first quiet gap."""
+        times = [t for t in interactions if t is not None]
+        last = max(times) if times else None
+        return self.bounded(
+            Moment(snapshot, last, self._dated(self._clock(), last, idle), idle, interactions)
         )
 
     def plan(self, moment: Moment, stored: Collection[str] | None = None) -> RollingCommit | None:
@@ -283,7 +356,7 @@ class DialogRolling:
         """
         snapshot, idle = moment.snapshot, moment.idle
         began = time.perf_counter()
-        if len(snapshot) <= 1:
+        if len(snapshot) <= 1 and not (moment.ended and snapshot):
             if idle and moment.last_interaction is not None:  # the quiet is noted, nothing rolled
                 return replace(
                     self._commit_for(moment, [], "", RollingCost("none"), None),
@@ -313,18 +386,10 @@ class DialogRolling:
         return self._commit_for(moment, increment, summary.text, cost, divisor)
 
     def finish(self, commit: RollingCommit, committed: CommittedRolling) -> RollingResult | None:
-        """After the commit: the `dialog_history` block into context, then AfterRolling."""
+        """After the commit (whose slice the context now shows): AfterRolling."""
         update = committed.update
         if update is None:
             return None
-        with self._context_lock:
-            # next in the log after what the workspace holds: no need to read it back;
-            # otherwise context() brings in everything in order when next asked
-            if committed.seq == self._seen + 1:
-                self._workspace.register(
-                    dialog_history_block(update.unit.id, update.slice, self.settings)
-                )
-                self._seen = committed.seq
         result = RollingResult(
             memory_unit=update.unit,
             memory_slice=update.slice,
@@ -363,38 +428,3 @@ class DialogRolling:
             last_interaction=moment.last_interaction,
             new_session_id=new_id() if moment.idle else None,
         )
-
-    # -- context -------------------------------------------------------------------
-
-    def restore_context(self) -> int:
-        """Put the newest slices back in context, oldest first, as a restarted agent needs."""
-        with self._context_lock:
-            self._seen = self._store.log_head(self._namespace)
-            recent = self._store.recent_slices(self._namespace, self.settings.restore_slices)
-            for unit_id, memory_slice in reversed(recent):
-                if memory_slice.summary:  # a forgotten slice has none
-                    self._workspace.register(
-                        dialog_history_block(unit_id, memory_slice, self.settings)
-                    )
-        return len(recent)
-
-    def sync_context(self, head: int | None = None) -> int:
-        """Bring in the dialog_history of rollings committed since, by any process (R19).
-
-        `head` is the namespace's newest rolling, when the caller has just read it."""
-        with self._context_lock:
-            if head is None:
-                head = self._store.log_head(self._namespace)
-            if head <= self._seen:
-                return 0
-            newest = self.settings.restore_slices  # far behind: only the newest count
-            entries = self._store.read_log(
-                self._namespace, max(self._seen, head - newest), limit=newest
-            )
-            for entry in entries:
-                if entry.slice.summary:
-                    self._workspace.register(
-                        dialog_history_block(entry.unit.id, entry.slice, self.settings)
-                    )
-                self._seen = entry.seq
-        return len(entries)

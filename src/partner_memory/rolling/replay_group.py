@@ -31,7 +31,7 @@ from partner_memory.store.base import MemoryStore, ReplayStep
 from partner_memory.trajectory import idle_due, structured_ids
 
 if TYPE_CHECKING:
-    from partner_memory.rolling.dialog_rolling import DialogRolling
+    from partner_memory.rolling.dialog_rolling import DialogRolling, Moment
 
 
 class ReplayGroup:
@@ -82,13 +82,28 @@ class ReplayGroup:
     def window_length(self) -> int:
         return len(self._open())
 
-    def record(self, messages: Sequence[Message], *, interaction: int) -> int:
-        """Record `messages` as one interaction; the count trigger (R13) as live. Returns
-        the window's length after it (and after the rolling it triggered)."""
+    def record(
+        self,
+        messages: Sequence[Message],
+        *,
+        interaction: int,
+        interactions: Sequence[int] = (),
+    ) -> int:
+        """Record `messages` as one interaction (or, given `interactions`, each at its own
+        time, as live recording them one by one would); the count trigger (R13) as live.
+        Returns the window's length after it (and after the rolling it triggered)."""
         window = self._open()
         batch = check_messages(messages)
-        self._steps.append(ReplayStep(batch, interaction, frozenset(structured_ids(batch))))
-        window += ((m, interaction) for m in batch)
+        times = list(interactions) or [interaction] * len(batch)
+        self._steps.append(
+            ReplayStep(
+                batch,
+                interaction,
+                frozenset(structured_ids(batch)),
+                interactions=times if interactions else (),
+            )
+        )
+        window += zip(batch, times, strict=True)
         self._messages += len(batch)
         if len(window) >= self._settings.max_messages:
             self._roll(idle=False)
@@ -106,9 +121,9 @@ class ReplayGroup:
         return True
 
     def roll(self, *, idle: bool) -> None:
-        """Roll what the window holds now (`roll_now`)."""
+        """Roll what the window holds now (`roll_now`), one conversation at a time."""
         self._open()
-        self._roll(idle=idle)
+        self._roll(idle=idle, force=True)
 
     def commit(self) -> None:
         """Write the group in one transaction and give the lease back."""
@@ -135,9 +150,8 @@ class ReplayGroup:
         if self._window is not None:
             return self._window
         state = self._leases.acquire(self._namespace)
-        # rows are appended in time order and trimmed oldest first, so stamping the
-        # stored ones with the newest time keeps every later maximum right
-        self._window = [(m, state.last_interaction) for m in state.messages]
+        times = state.interactions or (None,) * len(state.messages)
+        self._window = list(zip(state.messages, times, strict=True))
         self._rolled_for = state.idle_rolled_for
         ids = [m.id for m in state.messages]
         self._stored = self._store.stored_message_ids(self._namespace, ids) if ids else set()
@@ -149,16 +163,39 @@ class ReplayGroup:
         times = [t for _, t in self._open() if t is not None]
         return max(times) if times else None
 
-    def _roll(self, *, idle: bool) -> None:
+    def _roll(self, *, idle: bool, force: bool = False) -> None:
+        """One rolling as live would roll it - up to the window's first quiet gap, then
+        the next conversation if its own trigger holds (or, with `force`, anyway)."""
+        while True:
+            window = self._open()
+            moment = self._rolling.moment(
+                tuple(m for m, _ in window), tuple(t for _, t in window), idle=idle
+            )
+            self._apply(moment)
+            if not moment.ended:
+                return
+            if force:
+                continue
+            rest = self._open()
+            activity = WindowActivity(len(rest), self._last_interaction(), self._rolled_for)
+            now = self._rolling.now()
+            if not (
+                idle_due(activity, now, self._settings.idle_after_ms)
+                if idle
+                else len(rest) >= self._settings.max_messages
+            ):
+                return
+
+    def _apply(self, moment: Moment) -> None:
         window = self._open()
-        snapshot = tuple(m for m, _ in window)
-        moment = self._rolling.moment(snapshot, self._last_interaction(), idle=idle)
         commit = self._rolling.plan(moment, self._stored)
         if commit is None:
             return
         last = self._steps[-1] if self._steps else None
         if last is not None and last.rolling is None:
-            self._steps[-1] = ReplayStep(last.messages, last.interaction, last.structured, commit)
+            self._steps[-1] = ReplayStep(
+                last.messages, last.interaction, last.structured, commit, last.interactions
+            )
         else:
             self._steps.append(ReplayStep((), None, rolling=commit))
         self._stored.update(m.id for m in commit.messages)

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from partner_memory import markers
 from partner_memory.model import Message, check_text
 from partner_memory.rolling.llm import ChatClient, LLMError, UsageMeter
 from partner_memory.rolling.prompts import language, summary_messages
@@ -71,12 +70,18 @@ class LLMSummarizer:
         ).text
 
 
-def _speaker(marker: str | None, role: str, lang: str) -> str:
-    if marker is None:
-        return role
-    if marker.startswith(markers.AGENT_MARKER):
-        return "我" if lang == "zh" else "I"
-    return markers.source_name(marker)
+#: What a speaker is called when a message names nobody: roles and the default marker.
+_UNNAMED = frozenset({"user", "assistant", "system", "agent"})
+
+
+def _speaker(message: Message, lang: str) -> tuple[str, bool]:
+    """Who said it, as the agent's own summary calls them, and whether that is a name."""
+    named = message.speaker
+    if named == "AGENT" or (named is None and message.role == "assistant"):
+        return ("我" if lang == "zh" else "I"), False
+    if named is None or named.lower() in _UNNAMED:
+        return ("用户" if lang == "zh" else "the user"), False
+    return named, True
 
 
 def _tokens(text: str) -> list[str]:
@@ -102,13 +107,14 @@ class ExtractiveSummarizer:
     def summarize(self, messages: Sequence[Message], meter: UsageMeter) -> str:
         lang = language([m.content for m in messages])
         sentences: list[tuple[int, str, str, list[str]]] = []
-        speakers: list[str] = []
+        speakers: list[str] = []  # the participants, each once, by name
+        named = False
         for message in messages:
-            marker, body = markers.split(message.content)
-            speaker = _speaker(marker, message.role, lang)
-            if speaker not in speakers:
+            speaker, is_name = _speaker(message, lang)
+            named = named or is_name
+            if speaker not in speakers and (is_name or speaker in ("the user", "用户")):
                 speakers.append(speaker)
-            for match in _SENTENCE.finditer(body):
+            for match in _SENTENCE.finditer(message.text):
                 sentence = match.group().strip()
                 words = _tokens(sentence)
                 if words:
@@ -131,14 +137,25 @@ class ExtractiveSummarizer:
                 chosen.append(item)
                 budget -= cost
         chosen.sort(key=lambda item: item[0])
-        others = [s for s in speakers if s not in ("I", "我")]
+        # a speaker's consecutive sentences go under one name
+        said: list[tuple[str, list[str]]] = []
+        for _, speaker, text, _ in chosen:
+            if said and said[-1][0] == speaker:
+                said[-1][1].append(text)
+            else:
+                said.append((speaker, [text]))
         if lang == "zh":
-            head = f"我和{'、'.join(others)}的对话：" if others else "我的记录："
+            head = f"我和{'、'.join(speakers)}的对话：" if named else "我的记录："
+            parts = ("；".join(t.rstrip("。；;") for t in texts) for _, texts in said)
             return (
-                head + "；".join(f"{s}：{text.rstrip('。；;')}" for _, s, text, _ in chosen) + "。"
+                head + "；".join(f"{s}：{p}" for (s, _), p in zip(said, parts, strict=True)) + "。"
             )
-        head = f"I talked with {', '.join(others)}: " if others else "My notes: "
-        return head + " ".join(f"{s}: {text}" for _, s, text, _ in chosen)
+        head = f"I talked with {_and(speakers)}: " if named else "My notes: "
+        return head + " ".join(f"{s}: {' '.join(texts)}" for s, texts in said)
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 class SummarizerChain:

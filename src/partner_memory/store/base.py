@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from partner_memory.model import (
+    Activation,
     ConsumerStatus,
+    ContextState,
     LogEntry,
     MemorySlice,
     Message,
@@ -83,6 +85,9 @@ class ReplayStep:
     #: Ids among `messages` that are structured prompts (R10).
     structured: frozenset[str] = frozenset()
     rolling: RollingCommit | None = None
+    #: Each message's own interaction time, where they differ (a replay's batch of
+    #: messages recorded one by one live); empty: all are `interaction`.
+    interactions: Sequence[int | None] = ()
 
 
 class RecallRow(NamedTuple):
@@ -330,6 +335,15 @@ class UnitStore(Protocol):
     def close(self) -> None: ...
 
 
+class WindowAppend(NamedTuple):
+    """What an append to the window leaves: the window's length, and the newest
+    interaction before the appended one (None: none, or no interaction given) - a
+    quiet gap between the two is a memory session's end."""
+
+    length: int
+    previous_interaction: int | None
+
+
 @runtime_checkable
 class WindowStore(Protocol):
     """A namespace's live state, shared by every process: window, activity, rolling lease."""
@@ -353,8 +367,9 @@ class WindowStore(Protocol):
         structured: Collection[str] = (),
         drop_structured: bool = False,
         fresh_ids: bool = False,
-    ) -> int:
-        """Append to the window in recording order; returns the window's new length.
+    ) -> WindowAppend:
+        """Append to the window in recording order; returns its new length and the
+        newest interaction before `last_interaction`.
 
         `structured` names the ids of structured prompts among `messages`;
         `drop_structured` first removes those the window holds (R10).
@@ -488,6 +503,17 @@ class LogStore(Protocol):
 
     def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
         """(kind, target, at) of the namespace's forgets, newest first - never content."""
+        ...
+
+    def context_state(self, namespace: str, *, slices: int) -> ContextState:
+        """What the namespace's context is made of, in one read: its `slices` newest
+        slices (newest first, forgotten ones included with an empty summary) and the
+        latest recall's activation."""
+        ...
+
+    def set_activation(self, namespace: str, activation: Activation | None) -> None:
+        """Replace the namespace's activation (None: clear it). A forget of a message,
+        slice or unit it quotes removes it in the forget's transaction."""
         ...
 
     def log_head(self, namespace: str) -> int:

@@ -261,4 +261,18 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
             revoked_at BIGINT
         )""",
     ),
+    # Step 9: what the latest recall left in a namespace's context (its block's
+    # renderings and what they quote, so a forget can take it away): the context is
+    # derived from the database, the same in every process and after a restart.
+    (
+        """CREATE TABLE activations (
+            namespace_id BIGINT PRIMARY KEY,
+            at BIGINT NOT NULL,
+            full_text TEXT NOT NULL,
+            compact_text TEXT,
+            abstract_text TEXT,
+            message_ids TEXT NOT NULL,
+            slice_keys TEXT NOT NULL
+        )""",
+    ),
 )

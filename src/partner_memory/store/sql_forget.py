@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from partner_memory.errors import NotFoundError
 from partner_memory.store.base import Located, Resummary
 from partner_memory.store.sql_base import Cursor
-from partner_memory.store.sql_keys import KeySql
+from partner_memory.store.sql_context import ContextSql
 from partner_memory.store.sql_window import chunks, in_list
 
 #: What a forgotten message's metadata says instead of what it said.
 FORGOTTEN_METADATA = '{"forgotten": true}'
 
 
-class ForgetSql(KeySql):
+class ForgetSql(ContextSql):
     """Forget verbs of `MemoryStore`."""
 
     def locate_messages(self, namespace: str, message_ids: Sequence[str]) -> list[Located]:
@@ -95,6 +95,12 @@ class ForgetSql(KeySql):
                         change.unit_id,
                     ),
                 )
+            self._drop_activation(
+                cur,
+                namespace_id,
+                messages=set(message_ids),
+                slices={change.slice_id for change in resummaries},
+            )
             self._moved_on(cur, namespace_id)
             self._record(cur, namespace, "message", message_ids, at)
         return len(found)
@@ -118,6 +124,7 @@ class ForgetSql(KeySql):
                 (namespace_id, unit_id),
             )
             self._run(cur, "DELETE FROM units WHERE pk = ?", (unit_pk,))
+            self._drop_activation(cur, namespace_id, units={unit_id})
             self._run(
                 cur,
                 "UPDATE namespaces SET unit_count = unit_count - 1,"
@@ -141,6 +148,7 @@ class ForgetSql(KeySql):
                 "rollings",
                 "rolling_leases",
                 "consumers",
+                "activations",
             ):
                 self._run(cur, f"DELETE FROM {table} WHERE namespace_id = ?", (namespace_id,))
             self._run(cur, "DELETE FROM namespaces WHERE id = ?", (namespace_id,))

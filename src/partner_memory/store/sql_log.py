@@ -88,11 +88,24 @@ class LogSql(WindowSql):
                     self._apply_rolling(cur, namespace, namespace_id, step.rolling, older)
                 )
             for step in steps:
-                kept = [m for m in step.messages if m.id not in dropped]
-                if kept:
+                times = step.interactions or [step.interaction] * len(step.messages)
+                kept = [
+                    (m, t) for m, t in zip(step.messages, times, strict=True) if m.id not in dropped
+                ]
+                # runs of one time go in together
+                start = 0
+                while start < len(kept):
+                    end = start
+                    while end < len(kept) and kept[end][1] == kept[start][1]:
+                        end += 1
                     self._insert_trajectory(
-                        cur, namespace_id, kept, step.structured, interaction=step.interaction
+                        cur,
+                        namespace_id,
+                        [m for m, _ in kept[start:end]],
+                        step.structured,
+                        interaction=kept[start][1],
                     )
+                    start = end
             self._release(cur, namespace_id, holder)
         self._window_trimmed(removed)
         return committed
@@ -229,13 +242,17 @@ class LogSql(WindowSql):
 
     def recent_slices(self, namespace: str, limit: int) -> list[tuple[str, MemorySlice]]:
         with self._transaction(write=False) as cur:
-            namespace_id = self._namespace_id(cur, namespace)
-            rows = self._run(
-                cur,
-                f"SELECT u.unit_id, {_S_COLUMNS} FROM slices s JOIN units u ON u.pk = s.unit_pk"
-                " WHERE s.namespace_id = ? ORDER BY s.timestamp DESC, s.pk DESC LIMIT ?",
-                (namespace_id, limit),
-            ).fetchall()
+            return self._recent_slices(cur, self._namespace_id(cur, namespace), limit)
+
+    def _recent_slices(
+        self, cur: Cursor, namespace_id: int, limit: int
+    ) -> list[tuple[str, MemorySlice]]:
+        rows = self._run(
+            cur,
+            f"SELECT u.unit_id, {_S_COLUMNS} FROM slices s JOIN units u ON u.pk = s.unit_pk"
+            " WHERE s.namespace_id = ? ORDER BY s.timestamp DESC, s.pk DESC LIMIT ?",
+            (namespace_id, limit),
+        ).fetchall()
         return [(str(r[0]), slice_from_row(r[1:])) for r in rows]
 
     # -- consumers -------------------------------------------------------------------

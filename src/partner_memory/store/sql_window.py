@@ -17,6 +17,7 @@ from partner_memory.errors import (
     StorageUnavailableError,
 )
 from partner_memory.model import Message, TrajectoryState, WindowActivity
+from partner_memory.store.base import WindowAppend
 from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
     ROWS_PER_INSERT,
@@ -66,11 +67,13 @@ class WindowSql(SqlBase):
             " ORDER BY pk",
             (namespace_id,),
         ).fetchall()
-        times = [int(r[5]) for r in rows if r[5] is not None]
+        interactions = tuple(None if r[5] is None else int(r[5]) for r in rows)
+        times = [t for t in interactions if t is not None]
         return TrajectoryState(
             [message_from_row(r) for r in rows],
             max(times) if times else None,
             _rolled_for(None if row is None else row[0]),
+            interactions,
         )
 
     def _has_namespace(self, namespace: str) -> bool:
@@ -110,7 +113,7 @@ class WindowSql(SqlBase):
         structured: Collection[str] = (),
         drop_structured: bool = False,
         fresh_ids: bool = False,
-    ) -> int:
+    ) -> WindowAppend:
         ids = [m.id for m in messages]
         if len(set(ids)) != len(ids):
             twice = next(i for i in ids if ids.count(i) > 1)
@@ -144,7 +147,7 @@ class WindowSql(SqlBase):
         structured: Collection[str],
         drop_structured: bool,
         fresh_ids: bool,
-    ) -> int:
+    ) -> WindowAppend:
         # Every statement names the namespace by a subquery and nothing is read
         # back until the last one, so PostgreSQL pipelines the whole append into
         # one round trip (plus the commit). No row is updated: recorders of one
@@ -171,10 +174,11 @@ class WindowSql(SqlBase):
             )
             row = self._run(
                 cur,
-                f"SELECT COUNT(*) FROM trajectory WHERE namespace_id = {_BY_NAME}",
-                (namespace,),
+                "SELECT COUNT(*), MAX(CASE WHEN interaction < ? THEN interaction END)"
+                f" FROM trajectory WHERE namespace_id = {_BY_NAME}",
+                (-1 if last_interaction is None else last_interaction, namespace),
             ).fetchone()
-            return int(row[0])
+            return WindowAppend(int(row[0]), None if row[1] is None else int(row[1]))
 
     def _insert_trajectory(
         self,

@@ -1,0 +1,81 @@
+"""Shared SQL for what a namespace's context is made of: its newest slices and the
+latest recall's activation, read in one transaction so every process sees one context."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from partner_memory.model import Activation, ContextState
+from partner_memory.store.sql_base import Cursor
+from partner_memory.store.sql_keys import KeySql
+
+_ACTIVATION = "at, full_text, compact_text, abstract_text, message_ids, slice_keys"
+
+
+class ContextSql(KeySql):
+    """Context verbs of `MemoryStore`."""
+
+    def context_state(self, namespace: str, *, slices: int) -> ContextState:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            return ContextState(
+                self._recent_slices(cur, namespace_id, slices),
+                self._activation(cur, namespace_id),
+            )
+
+    def _activation(self, cur: Cursor, namespace_id: int) -> Activation | None:
+        row = self._run(
+            cur, f"SELECT {_ACTIVATION} FROM activations WHERE namespace_id = ?", (namespace_id,)
+        ).fetchone()
+        return None if row is None else _activation(row)
+
+    def set_activation(self, namespace: str, activation: Activation | None) -> None:
+        with self._transaction(write=True) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            self._run(cur, "DELETE FROM activations WHERE namespace_id = ?", (namespace_id,))
+            if activation is None:
+                return
+            self._run(
+                cur,
+                f"INSERT INTO activations (namespace_id, {_ACTIVATION})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    namespace_id,
+                    activation.at,
+                    activation.full,
+                    activation.compact,
+                    activation.abstract,
+                    "\n".join(activation.message_ids),
+                    "\n".join(f"{unit}\t{slice_id}" for unit, slice_id in activation.slices),
+                ),
+            )
+
+    def _drop_activation(
+        self,
+        cur: Cursor,
+        namespace_id: int,
+        *,
+        messages: Collection[str] = (),
+        slices: Collection[str] = (),
+        units: Collection[str] = (),
+    ) -> None:
+        """Inside a forget: the activation goes if it quotes anything forgotten."""
+        held = self._activation(cur, namespace_id)
+        if held is None:
+            return
+        quoted = set(held.message_ids)
+        if quoted.intersection(messages) or any(s in slices or u in units for u, s in held.slices):
+            self._run(cur, "DELETE FROM activations WHERE namespace_id = ?", (namespace_id,))
+
+
+def _activation(row: Any) -> Activation:
+    keys = [line.split("\t", 1) for line in str(row[5]).split("\n") if line]
+    return Activation(
+        at=int(row[0]),
+        full=str(row[1]),
+        compact=None if row[2] is None else str(row[2]),
+        abstract=None if row[3] is None else str(row[3]),
+        message_ids=tuple(i for i in str(row[4]).split("\n") if i),
+        slices=tuple((u, s) for u, s in keys),
+    )

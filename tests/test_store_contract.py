@@ -436,3 +436,25 @@ def test_excerpts_read_only_the_range_and_the_slices_over_it(store: MemoryStore)
     [(rows, held)] = store.read_excerpts("agent", [("u1", 9, 21)])
     assert [s.summary for s in held] == ["part 0", "part 10", "part 20"]
     assert store.read_excerpts("agent", [("nope", 0, 1)]) == [([], [])]
+
+
+def test_context_state_and_activation(store: MemoryStore) -> None:
+    """context_state: the newest slices and the activation in one read; set_activation
+    replaces it, None clears it, and a forget of a message it quotes removes it."""
+    from partner_memory.model import Activation
+
+    store.ensure_namespace("ns", "s")
+    store.append("ns", messages(2, "kept"), "first summary", slice_id="sl1", timestamp=5)
+    assert [s.id for _, s in store.context_state("ns", slices=5).slices] == ["sl1"]
+    assert store.context_state("ns", slices=5).activation is None
+    quoted = store.read_messages("ns", "s", 0, 2)[0].id
+    held = Activation(7, "full", "compact", None, (quoted,), (("s", "sl1"),))
+    store.set_activation("ns", held)
+    assert store.context_state("ns", slices=5).activation == held
+    store.set_activation("ns", None)
+    assert store.context_state("ns", slices=5).activation is None
+    store.set_activation("ns", held)
+    store.forget_messages("ns", [quoted], [], at=9)
+    assert store.context_state("ns", slices=5).activation is None
+    with pytest.raises(NotFoundError):
+        store.context_state("nope", slices=5)

@@ -162,6 +162,12 @@ def check_messages(messages: Iterable[object]) -> list[Message]:
     return batch  # type: ignore[return-value]
 
 
+def newest(times: Iterable[int | None]) -> int | None:
+    """The latest of these times, None where none is known."""
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
 def check_namespace(name: object) -> str:
     """Namespace names are user-facing keys: non-blank, printable, bounded."""
     text = check_text(name, "namespace")
@@ -230,10 +236,12 @@ class Message(Record):
         """Who said it: the transcript's `speaker` metadata, else the marker's name
         (`[USER: Mei]` -> Mei, `[USER]` -> USER, the agent's own -> AGENT); None for a
         plain message without either."""
+        return self._speaker(r11.parse(self.content).identity)
+
+    def _speaker(self, identity: str | None) -> str | None:
         named = self.metadata.get("speaker")
         if isinstance(named, str) and named.strip():
             return named.strip()
-        identity = r11.parse(self.content).identity
         return None if identity is None else r11.speaker(identity) or None
 
     @property
@@ -245,7 +253,7 @@ class Message(Record):
         parsed = r11.parse(self.content)
         document = Record.to_dict(self)  # not super(): slots=True makes a new class
         document["text"] = parsed.body
-        document["speaker"] = self.speaker
+        document["speaker"] = self._speaker(parsed.identity)
         document["markers"] = list(parsed.statuses)
         return document
 
@@ -336,11 +344,15 @@ class TrajectoryState(Record):
     """The persisted conversation window of a namespace (R9) and its last interaction."""
 
     messages: list[Message]
-    last_interaction: int | None
+    #: Each message's interaction time (ms; None where none was given), in window order.
+    interactions: tuple[int | None, ...]
     #: The last interaction an idle rolling already covered (R14 fires once per quiet).
     idle_rolled_for: int | None = None
-    #: Each message's interaction time (ms; None where none was given), in window order.
-    interactions: tuple[int | None, ...] = ()
+
+    @property
+    def last_interaction(self) -> int | None:
+        """The newest interaction in the window (None: none)."""
+        return newest(self.interactions)
 
     @property
     def activity(self) -> WindowActivity:

@@ -35,7 +35,7 @@ from partner_memory.context import ContextBlock, Domain, ResolvedBlock
 from partner_memory.context.block import INITIAL_SCORE
 from partner_memory.context.workspace import resolve_blocks
 from partner_memory.model import Activation, ContextState
-from partner_memory.recall.context import ACTIVATED_MEMORY_SLICES, RECALL_SOURCE, activated_block
+from partner_memory.recall.context import activated_block, recall_block
 from partner_memory.recall.results import RecallResult
 from partner_memory.rolling.dialog_rolling import dialog_history_block
 from partner_memory.rolling.settings import RollingSettings
@@ -57,15 +57,8 @@ def memory_blocks(state: ContextState, now: int, settings: RollingSettings) -> l
         score = INITIAL_SCORE - settings.time_fade_per_minute * minutes
         if score > 0:
             blocks.append(
-                ContextBlock(
-                    name=ACTIVATED_MEMORY_SLICES,
-                    source=RECALL_SOURCE,
-                    full=held.full,
-                    compact=held.compact,
-                    abstract=held.abstract,
-                    domains=frozenset({Domain.MEMORY}),
-                    score=score,
-                    made_at=held.at,
+                recall_block(
+                    held.full, held.compact, held.abstract, settings, score=score, made_at=held.at
                 )
             )
     return blocks

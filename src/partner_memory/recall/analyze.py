@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
-from partner_memory import markers
 from partner_memory.model import Message
 from partner_memory.recall.embed import NO_EMBEDDER, Embedder, EmbeddingSettings, pack
 
@@ -85,13 +84,11 @@ def _day_terms(day: int) -> tuple[str, ...]:
 def speaker_of(message: Message) -> str | None:
     """Who said it: the transcript's speaker, else the name in its source marker
     (`[USER: Mei]` -> Mei, `[Caroline]` -> Caroline); None for the agent itself."""
+    speaker = message.speaker
     named = message.metadata.get("speaker")
-    if isinstance(named, str) and named.strip():
-        return named.strip()
-    marker, _ = markers.split(message.content)
-    if marker is None or marker.startswith(markers.AGENT_MARKER):
+    if speaker == "AGENT" and not (isinstance(named, str) and named.strip() == "AGENT"):
         return None
-    return markers.source_name(marker) or None
+    return speaker
 
 
 def message_terms(message: Message) -> tuple[str | None, list[str]]:

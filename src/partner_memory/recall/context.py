@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from partner_memory import markers
 from partner_memory.context import ContextBlock, Domain
+from partner_memory.context.block import INITIAL_SCORE
 from partner_memory.recall.results import RecalledMessage, RecallResult
 from partner_memory.rolling.settings import RollingSettings
 
@@ -56,14 +57,34 @@ def activated_block(found: RecallResult, settings: RollingSettings) -> ContextBl
     if recent:
         parts.append("\n".join(["[not yet summarised]", *(_quote(h) for h in recent[:EXCERPTS])]))
     title = f"recalled for {found.query!r}:"
+    return recall_block(
+        "\n\n".join([title, *parts]),
+        "\n".join([title, *summaries]) if summaries else None,
+        f"{title} {summaries[0]}" if summaries else None,
+        settings,
+    )
+
+
+def recall_block(
+    full: str,
+    compact: str | None,
+    abstract: str | None,
+    settings: RollingSettings,
+    *,
+    score: float = INITIAL_SCORE,
+    made_at: int = 0,
+) -> ContextBlock:
+    """The `activated_memory_slices` block of these renderings."""
     return ContextBlock(
         name=ACTIVATED_MEMORY_SLICES,
         source=RECALL_SOURCE,
-        full="\n\n".join([title, *parts]),
-        compact="\n".join([title, *summaries]) if summaries else None,
-        abstract=f"{title} {summaries[0]}" if summaries else None,
+        full=full,
+        compact=compact,
+        abstract=abstract,
         domains=frozenset({Domain.MEMORY}),
         replace_fade=settings.replace_fade,
         time_fade_per_minute=settings.time_fade_per_minute,
         activate=settings.activate,
+        score=score,
+        made_at=made_at,
     )

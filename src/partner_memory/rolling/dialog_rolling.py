@@ -35,7 +35,14 @@ from partner_memory.clock import Clock
 from partner_memory.context import ContextBlock, Domain
 from partner_memory.core import MemoryCore
 from partner_memory.errors import InvalidInputError, PartnerMemoryError
-from partner_memory.model import MemorySlice, Message, RollingCost, new_id
+from partner_memory.model import (
+    MemorySlice,
+    Message,
+    RollingCost,
+    WindowActivity,
+    new_id,
+    newest,
+)
 from partner_memory.rolling.after_rolling import AfterRollingRegistry, RollingResult
 from partner_memory.rolling.compress import MessageCompressor
 from partner_memory.rolling.lease import LeaseKeeper
@@ -193,20 +200,11 @@ class DialogRolling:
         now = self._clock()
         last = state.last_interaction
         moment = Moment(
-            tuple(state.messages),
-            last,
-            self._dated(now, last, idle),
-            idle,
-            state.interactions or (None,) * len(state.messages),
+            tuple(state.messages), last, self._dated(now, last, idle), idle, state.interactions
         )
         if recheck:
             moment = self.bounded(moment)
-            still_due = moment.ended or (
-                idle_due(state.activity, now, self.settings.idle_after_ms)
-                if idle
-                else len(state.messages) >= self.settings.max_messages
-            )
-            if not still_due:
+            if not (moment.ended or self.due(state.activity, idle=idle)):
                 self._leases.release(ns)
                 return None
         return moment
@@ -223,8 +221,9 @@ class DialogRolling:
         cut = quiet_gap(moment.interactions, self.settings.idle_after_ms)
         if cut is None:
             return moment
-        times = [t for t in moment.interactions[:cut] if t is not None]
-        last = max(times) if times else moment.last_interaction
+        last = newest(moment.interactions[:cut])
+        if last is None:
+            last = moment.last_interaction
         return Moment(
             moment.snapshot[:cut],
             last,
@@ -234,9 +233,11 @@ class DialogRolling:
             ended=True,
         )
 
-    def now(self) -> int:
-        """This namespace's time, from the injected clock."""
-        return self._clock()
+    def due(self, activity: WindowActivity, *, idle: bool) -> bool:
+        """Whether a trigger's condition holds now: R14 for the idle trigger, R13 else."""
+        if idle:
+            return idle_due(activity, self._clock(), self.settings.idle_after_ms)
+        return activity.length >= self.settings.max_messages
 
     def _dated(self, now: int, last: int | None, idle: bool) -> int:
         """A slice's time: now, or for an idle rolling when the idle timer would have fired."""
@@ -294,8 +295,9 @@ class DialogRolling:
             raise InvalidInputError(f"message {through!r} is not in the window")
         end = ids.index(through) + 1
         snapshot, interactions = moment.snapshot[:end], moment.interactions[:end]
-        times = [t for t in interactions if t is not None]
-        last = max(times) if times else moment.last_interaction
+        last = newest(interactions)
+        if last is None:
+            last = moment.last_interaction
         return Moment(
             snapshot, last, self._dated(moment.at, last, moment.idle), moment.idle, interactions
         )
@@ -341,8 +343,7 @@ class DialogRolling:
         idle: bool,
     ) -> Moment:
         """What a rolling of `snapshot` covers, now, up to its first quiet gap."""
-        times = [t for t in interactions if t is not None]
-        last = max(times) if times else None
+        last = newest(interactions)
         return self.bounded(
             Moment(snapshot, last, self._dated(self._clock(), last, idle), idle, interactions)
         )

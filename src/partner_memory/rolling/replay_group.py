@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from partner_memory.model import Message, WindowActivity, check_messages
+from partner_memory.model import Message, WindowActivity, check_messages, newest
 from partner_memory.rolling.after_rolling import RollingResult
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.store.base import MemoryStore, ReplayStep
@@ -95,14 +95,8 @@ class ReplayGroup:
         window = self._open()
         batch = check_messages(messages)
         times = list(interactions) or [interaction] * len(batch)
-        self._steps.append(
-            ReplayStep(
-                batch,
-                interaction,
-                frozenset(structured_ids(batch)),
-                interactions=times if interactions else (),
-            )
-        )
+        structured = frozenset(structured_ids(batch))
+        self._steps.append(ReplayStep(batch, interaction, structured, interactions=times))
         window += zip(batch, times, strict=True)
         self._messages += len(batch)
         if len(window) >= self._settings.max_messages:
@@ -150,8 +144,7 @@ class ReplayGroup:
         if self._window is not None:
             return self._window
         state = self._leases.acquire(self._namespace)
-        times = state.interactions or (None,) * len(state.messages)
-        self._window = list(zip(state.messages, times, strict=True))
+        self._window = list(zip(state.messages, state.interactions, strict=True))
         self._rolled_for = state.idle_rolled_for
         ids = [m.id for m in state.messages]
         self._stored = self._store.stored_message_ids(self._namespace, ids) if ids else set()
@@ -160,8 +153,7 @@ class ReplayGroup:
         return self._window
 
     def _last_interaction(self) -> int | None:
-        times = [t for _, t in self._open() if t is not None]
-        return max(times) if times else None
+        return newest(t for _, t in self._open())
 
     def _roll(self, *, idle: bool, force: bool = False) -> None:
         """One rolling as live would roll it - up to the window's first quiet gap, then
@@ -176,14 +168,8 @@ class ReplayGroup:
                 return
             if force:
                 continue
-            rest = self._open()
-            activity = WindowActivity(len(rest), self._last_interaction(), self._rolled_for)
-            now = self._rolling.now()
-            if not (
-                idle_due(activity, now, self._settings.idle_after_ms)
-                if idle
-                else len(rest) >= self._settings.max_messages
-            ):
+            activity = WindowActivity(len(self._open()), self._last_interaction(), self._rolled_for)
+            if not self._rolling.due(activity, idle=idle):
                 return
 
     def _apply(self, moment: Moment) -> None:

@@ -74,14 +74,15 @@ class LLMSummarizer:
 _UNNAMED = frozenset({"user", "assistant", "system", "agent"})
 
 
-def _speaker(message: Message, lang: str) -> tuple[str, bool]:
-    """Who said it, as the agent's own summary calls them, and whether that is a name."""
+def _speaker(message: Message, lang: str) -> tuple[str, str]:
+    """Who said it, as the agent's own summary calls them, and what they are: "self"
+    (the agent), "unnamed" (a user the message names not) or "name"."""
     named = message.speaker
     if named == "AGENT" or (named is None and message.role == "assistant"):
-        return ("我" if lang == "zh" else "I"), False
+        return ("我" if lang == "zh" else "I"), "self"
     if named is None or named.lower() in _UNNAMED:
-        return ("用户" if lang == "zh" else "the user"), False
-    return named, True
+        return ("用户" if lang == "zh" else "the user"), "unnamed"
+    return named, "name"
 
 
 def _tokens(text: str) -> list[str]:
@@ -110,9 +111,9 @@ class ExtractiveSummarizer:
         speakers: list[str] = []  # the participants, each once, by name
         named = False
         for message in messages:
-            speaker, is_name = _speaker(message, lang)
-            named = named or is_name
-            if speaker not in speakers and (is_name or speaker in ("the user", "用户")):
+            speaker, kind = _speaker(message, lang)
+            named = named or kind == "name"
+            if speaker not in speakers and kind != "self":
                 speakers.append(speaker)
             for match in _SENTENCE.finditer(message.text):
                 sentence = match.group().strip()

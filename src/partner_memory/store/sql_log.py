@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from itertools import groupby
+from operator import itemgetter
 
 from partner_memory.errors import ConflictError
 from partner_memory.model import (
@@ -92,20 +94,10 @@ class LogSql(WindowSql):
                 kept = [
                     (m, t) for m, t in zip(step.messages, times, strict=True) if m.id not in dropped
                 ]
-                # runs of one time go in together
-                start = 0
-                while start < len(kept):
-                    end = start
-                    while end < len(kept) and kept[end][1] == kept[start][1]:
-                        end += 1
+                for at, run in groupby(kept, key=itemgetter(1)):  # one insert per time
                     self._insert_trajectory(
-                        cur,
-                        namespace_id,
-                        [m for m, _ in kept[start:end]],
-                        step.structured,
-                        interaction=kept[start][1],
+                        cur, namespace_id, [m for m, _ in run], step.structured, interaction=at
                     )
-                    start = end
             self._release(cur, namespace_id, holder)
         self._window_trimmed(removed)
         return committed

@@ -67,13 +67,10 @@ class WindowSql(SqlBase):
             " ORDER BY pk",
             (namespace_id,),
         ).fetchall()
-        interactions = tuple(None if r[5] is None else int(r[5]) for r in rows)
-        times = [t for t in interactions if t is not None]
         return TrajectoryState(
             [message_from_row(r) for r in rows],
-            max(times) if times else None,
+            tuple(None if r[5] is None else int(r[5]) for r in rows),
             _rolled_for(None if row is None else row[0]),
-            interactions,
         )
 
     def _has_namespace(self, namespace: str) -> bool:

@@ -24,14 +24,33 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+#: An MCP `initialize` request, and the Accept header streamable HTTP wants, for probes.
+MCP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    },
+}
+MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
 class Server:
-    def __init__(self, database: str, *args: str) -> None:
+    """`partner-memory serve` (or `inspect`, the read-only inspector) on a free port,
+    ready when constructed."""
+
+    def __init__(self, database: str, *args: str, command: str = "serve") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, PARTNER_MEMORY_ROLLING_IDLE_CHECK_INTERVAL_S="0")
+        if command == "inspect":
+            args = ("--no-browser", *args)
         self.process = subprocess.Popen(
             [
-                *(sys.executable, "-m", "partner_memory", "serve"),
+                *(sys.executable, "-m", "partner_memory", command),
                 *("--db", database, "--port", str(self.port), *args),
             ],
             cwd=ROOT,

@@ -35,12 +35,14 @@ class TcpProxy:
             except OSError:
                 client.close()
                 continue
+            upstream.settimeout(None)  # an idle pooled connection stays up, as with no proxy
             with self._lock:
                 self._sockets += [client, upstream]
+            pumps = [2]  # the pair is closed when both of its pumps are done
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+                threading.Thread(target=self._pump, args=(a, b, pumps), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, pumps: list[int]) -> None:
         try:
             while data := source.recv(65536):
                 self._flowing.wait()
@@ -48,9 +50,18 @@ class TcpProxy:
         except OSError:
             pass
         finally:
-            for s in (source, sink):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
+            # shut down and closed under the lock, closed only once no thread uses them:
+            # a descriptor closed while another thread still names it may be reused by
+            # a new connection meanwhile, which that thread would then cut
+            with self._lock:
+                for s in (source, sink):
+                    with contextlib.suppress(OSError):
+                        s.shutdown(socket.SHUT_RDWR)
+                pumps[0] -= 1
+                if pumps[0] == 0:
+                    self._sockets = [s for s in self._sockets if s not in (source, sink)]
+                    source.close()
+                    sink.close()
 
     def stall(self) -> None:
         self._flowing.clear()
@@ -59,13 +70,11 @@ class TcpProxy:
         self._flowing.set()
 
     def cut(self) -> None:
-        """Drop every connection through the proxy."""
+        """Drop every connection through the proxy (their threads then close them)."""
         with self._lock:
-            sockets, self._sockets = self._sockets, []
-        for s in sockets:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
+            for s in self._sockets:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self._closed = True

@@ -15,6 +15,8 @@ from partner_memory import (
     ConfigurationError,
     InvalidInputError,
     MemoryCore,
+    MemoryService,
+    MemorySlice,
     Message,
     NotFoundError,
     PartnerMemory,
@@ -113,6 +115,72 @@ CASES: list[tuple[str, Case, type[PartnerMemoryError], str]] = [
         lambda m: m.roll_now(through="not-in-window"),
         InvalidInputError,
         "not in the window",
+    ),
+    (
+        "messages as None",
+        lambda m: m.record_messages(None),  # type: ignore[arg-type]
+        InvalidInputError,
+        "list of Message, got NoneType",
+    ),
+    (
+        "a bare Message",
+        lambda m: m.record_messages(Message(role="user", content="x")),  # type: ignore[arg-type]
+        InvalidInputError,
+        "list of Message, got Message",
+    ),
+    (
+        "metadata not an object",
+        lambda m: Message(role="user", content="x", metadata="abc"),  # type: ignore[arg-type]
+        InvalidInputError,
+        "metadata must be a JSON object",
+    ),
+    (
+        "metadata key not text",
+        lambda m: Message(role="user", content="x", metadata={1: "x"}),  # type: ignore[dict-item]
+        InvalidInputError,
+        "keys must be strings",
+    ),
+    (
+        "empty message id",
+        lambda m: Message(role="user", content="x", id=""),
+        InvalidInputError,
+        "id",
+    ),
+    (
+        "empty slice id",
+        lambda m: MemorySlice(id="", start_index=0, end_index=0, summary="", timestamp=1),
+        InvalidInputError,
+        "slice id",
+    ),
+    (
+        "slice range backwards",
+        lambda m: MemorySlice(id="s", start_index=3, end_index=1, summary="", timestamp=1),
+        InvalidInputError,
+        "start <= end",
+    ),
+    (
+        "summarizers not a list",
+        lambda m: MemoryService(m.core.store, summarizers=5),  # type: ignore[arg-type]
+        InvalidInputError,
+        "summarizers must be a list",
+    ),
+    (
+        "a summarizer that cannot summarize",
+        lambda m: MemoryService(m.core.store, summarizers=[5]),  # type: ignore[list-item]
+        InvalidInputError,
+        r"summarizers\[0\]",
+    ),
+    (
+        "units since a word",
+        lambda m: m.core.list_units(since="abc"),  # type: ignore[arg-type]
+        InvalidInputError,
+        "since must be an integer",
+    ),
+    (
+        "unknown context domain",
+        lambda m: m.context(["NOPE"]),
+        InvalidInputError,
+        "unknown domain 'NOPE'",
     ),
     (
         "offset beyond any store",

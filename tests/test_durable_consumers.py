@@ -48,21 +48,26 @@ def test_durable_consumer_killed_at_random_sees_every_rolling_once(store_url: st
     """Killed at random points (100+ times), then restarted: each rolling processed once."""
     rng = random.Random(11)
     kills = 0
-    while kills < KILLS:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests.consumer_worker", store_url, "100000"],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-        )
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == b"ready"
-        time.sleep(rng.uniform(0.0, 0.25))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        child.stdout.close()
-        kills += 1
     store = open_store(store_url)
     try:
+        while kills < KILLS:
+            before = store.log_head("ns")
+            child = subprocess.Popen(
+                [sys.executable, "-m", "tests.consumer_worker", store_url, "100000"],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+            )
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == b"ready"
+            # each kill lands while this child is rolling, however slow the machine is
+            while store.log_head("ns") == before:
+                assert child.poll() is None, "the worker died before it made a rolling"
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.25))
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            child.stdout.close()
+            kills += 1
         with MemoryService(store, settings=RollingSettings(idle_check_interval_s=0)) as service:
             service.register_consumer(SeenRollings()).result(60)
         head = store.log_head("ns")
@@ -71,6 +76,7 @@ def test_durable_consumer_killed_at_random_sees_every_rolling_once(store_url: st
         assert sorted(seen) == [("ns", seq) for seq in range(1, head + 1)]
         (status,) = [c for c in store.consumer_status("ns") if c.name == "seen-rollings"]
         assert (status.durable, status.position) == (True, head)
+        print(f"figures: {kills} kills, {head} rollings, each processed once")
     finally:
         store.close()
 

@@ -220,6 +220,30 @@ def test_keys_open_namespaces_up_to_their_scope(database: str) -> None:
     assert "Luna" not in log
 
 
+def test_a_restricted_key_pages_through_its_own_namespaces(database: str) -> None:
+    """Other tenants fill no page and are not counted: the key's glob filters the query."""
+    store = open_store(database)
+    for i in range(150):  # sorted before the key's own
+        store.ensure_namespace(f"aa-tenant-{i:03d}", "s")
+    for i in range(3):
+        store.ensure_namespace(f"agent-42/{i}", "s")
+    store.close()
+    _, own = make_key(database, "agent-42/*", "read")
+    server = Server(database)
+    try:
+        with server.client(own) as client:
+            first = client.get("/v1/namespaces", params={"limit": 2}).json()
+            assert [n["namespace"] for n in first["namespaces"]] == ["agent-42/0", "agent-42/1"]
+            assert (first["total"], first["next_after"]) == (3, "agent-42/1")
+            rest = client.get("/v1/namespaces", params={"after": first["next_after"]}).json()
+            assert [n["namespace"] for n in rest["namespaces"]] == ["agent-42/2"]
+            assert rest["next_after"] is None
+        with server.client() as client:  # keys exist: no key, no listing
+            assert client.get("/v1/namespaces").status_code == 401
+    finally:
+        server.stop()
+
+
 def test_serve_refuses_what_would_not_be_safe_or_work(database: str) -> None:
     runner = CliRunner()
     workers = runner.invoke(app, ["serve", "--db", database, "--workers", "2"])
@@ -284,44 +308,16 @@ def test_four_workers_on_postgresql_store_every_turn_once(pg_url: str) -> None:
 
 def test_inspect_serves_the_pages_read_only_on_loopback(database: str) -> None:
     """`partner-memory inspect`: the pages over a read-only store; nothing can be forgotten."""
-    import subprocess
-    import sys
-    import time
-
     from partner_memory import PartnerMemory
-    from tests.http_server import ROOT, free_port
 
     store = open_store(database)
     with PartnerMemory(store, "agent-42/main", idle_timer=False) as memory:
         memory.record_turn("I keep bees on the roof", "How many hives?")
         memory.roll_now()
     store.close()
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "partner_memory",
-            "inspect",
-            "--db",
-            database,
-            "--port",
-            str(port),
-            "--no-browser",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    inspector = Server(database, command="inspect")
+    url = inspector.url
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
         page = httpx.get(f"{url}/namespace", params={"ns": "agent-42/main"})
         assert page.status_code == 200
         assert "bees" in page.text
@@ -338,8 +334,34 @@ def test_inspect_serves_the_pages_read_only_on_loopback(database: str) -> None:
         assert forced.status_code == 403
         assert "read-only" in forced.text
     finally:
-        process.terminate()
-        process.wait(20)
+        inspector.stop()
     store = open_store(database)
     assert store.get_namespace("agent-42/main") is not None
     store.close()
+
+
+def test_routing_errors_use_the_service_envelope(server: Server) -> None:
+    """Unknown routes, wrong methods and unknown domains answer {"error": ...}, never
+    the framework's {"detail": ...}."""
+    with server.client() as client:
+        client.post("/v1/namespaces", json={"namespace": "agent-1"})
+        for method, path, status, code in [
+            ("GET", "/v1/nope", 404, "not_found"),
+            ("GET", "/nope", 404, "not_found"),
+            ("DELETE", "/healthz", 405, "method_not_allowed"),
+            ("PUT", "/v1/namespaces", 405, "method_not_allowed"),
+            ("GET", "/v1/namespaces/agent-1/context?domain=NOPE", 422, "invalid_input"),
+        ]:
+            answer = client.request(method, path)
+            assert answer.status_code == status, (method, path, answer.text)
+            body = answer.json()
+            assert set(body) == {"error"}, body
+            assert body["error"]["code"] == code
+        assert "Allow" in client.delete("/healthz").headers
+        page = client.get("/nope", headers={"Accept": "text/html"})  # a browser gets a page
+        assert page.status_code == 404
+        assert page.headers["content-type"].startswith("text/html")
+        chosen = client.get(
+            "/v1/namespaces/agent-1/context", params={"domain": ["MEMORY", "ACTION"]}
+        )
+        assert chosen.status_code == 200

@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from partner_memory.store import open_store
-from tests.http_server import Server, make_key
+from tests.http_server import MCP_ACCEPT, MCP_INITIALIZE, Server, make_key
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,18 +146,7 @@ def test_mcp_over_http_keeps_to_the_keys_namespaces_and_scopes(
 
     asyncio.run(session())
 
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "probe", "version": "1"},
-        },
-    }
-    accept = {"Accept": "application/json, text/event-stream"}
-    with httpx.Client(base_url=server.url, headers=accept, timeout=30) as http:
+    with httpx.Client(base_url=server.url, headers=MCP_ACCEPT, timeout=30) as http:
         for token, url, status in [
             (None, "/mcp?namespace=agent-1", 401),
             ("pm_0_nonsense", "/mcp?namespace=agent-1", 401),
@@ -168,13 +157,13 @@ def test_mcp_over_http_keeps_to_the_keys_namespaces_and_scopes(
             (elsewhere, "/mcp?namespace=other-1%252F", 200),  # decoded once: "other-1%2F"
         ]:
             headers = {"Authorization": f"Bearer {token}"} if token else {}
-            answer = http.post(url, json=initialize, headers=headers)
+            answer = http.post(url, json=MCP_INITIALIZE, headers=headers)
             assert answer.status_code == status, (token, url, answer.text)
             if status != 200:
                 assert answer.json()["error"]["message"]
         answered = http.post(
             "/mcp",
-            json=initialize,
+            json=MCP_INITIALIZE,
             headers={"Authorization": f"Bearer {reader}", "X-Partner-Memory-Namespace": "agent-1"},
         )
         assert answered.status_code == 200, answered.text

@@ -174,3 +174,37 @@ def test_version_2_rollings_become_the_ordered_log(sqlite_path: Path) -> None:
         assert store.read_log("a", 1)[0].messages[0].id == "m1"
     finally:
         store.close()
+
+
+def test_another_applications_database_is_never_given_our_schema(tmp_path: Path) -> None:
+    """Opening (or ingesting into) a file with tables but none of ours is refused, and the
+    file is left exactly as it was."""
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    from partner_memory.cli import app
+
+    foreign = tmp_path / "invoices.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER, total REAL)")
+        conn.execute("INSERT INTO invoices VALUES (1, 9.5)")
+    before = foreign.read_bytes()
+    for read_only in (False, True):
+        with pytest.raises(ConfigurationError, match="another application's SQLite database"):
+            open_store(str(foreign), read_only=read_only)
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text('{"role": "user", "content": "hi"}\n')
+    ingested = CliRunner().invoke(app, ["ingest", "--db", str(foreign), str(transcript)])
+    assert ingested.exit_code != 0
+    assert "invoices" in ingested.output
+    assert foreign.read_bytes() == before
+
+
+def test_a_fifo_as_the_database_is_refused_at_once(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigurationError, match="not a regular file"):
+        open_store(str(fifo))  # would block for ever on open

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.model import MemorySlice, Message
@@ -51,6 +55,51 @@ def test_namespaces_page_by_name_and_keep_their_counts(store: MemoryStore) -> No
     assert store.count_namespaces() == 4
     assert store.count_units("a") == 2
     assert [s.id for _, s in store.recent_slices("a", 2)] == ["sl3", "sl2"]
+
+
+NAMES = [
+    "a",
+    "a-b",
+    "a/b",
+    "a/b/c",
+    "A",
+    "a.b",
+    "a%b",
+    "a_b",
+    "a[b]",
+    "a\\b",
+    "a-",
+    "-",
+    "é",
+    "ab",
+    "b",
+]
+
+
+def test_namespaces_matching_a_key_glob_are_listed_counted_and_paged(
+    store: MemoryStore,
+) -> None:
+    """A key's glob filters inside the query: pages are full, counts are the key's own."""
+    for name in ["agent-41/x", *(f"agent-42/{i:02d}" for i in range(5)), "agent-420", "b"]:
+        store.ensure_namespace(name, "s")
+    first = store.list_namespaces(limit=2, matching="agent-42/*")
+    rest = store.list_namespaces(limit=10, after=first[-1].name, matching="agent-42/*")
+    assert [n.name for n in first + rest] == [f"agent-42/{i:02d}" for i in range(5)]
+    assert store.count_namespaces(matching="agent-42/*") == 5
+    assert store.count_namespaces(matching="nobody-*") == 0
+    assert store.count_namespaces() == 8
+    overviews = store.namespace_overviews(limit=10, matching="agent-4[!2]*", search="X")
+    assert [o.name for o in overviews] == ["agent-41/x"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(pattern=st.text(alphabet="ab-/*?[]!%_\\.é", max_size=8))
+def test_a_glob_matches_in_the_store_as_fnmatch_does(store: MemoryStore, pattern: str) -> None:
+    for name in NAMES:
+        store.ensure_namespace(name, "s")
+    expected = sorted(n for n in NAMES if fnmatchcase(n, pattern))
+    assert [n.name for n in store.list_namespaces(matching=pattern)] == expected
+    assert store.count_namespaces(matching=pattern) == len(expected)
 
 
 def test_append_creates_unit_of_current_session(store: MemoryStore) -> None:

@@ -24,6 +24,7 @@ from partner_memory.model import (
     check_messages,
     check_namespace,
     check_text,
+    check_timestamp,
     new_id,
 )
 from partner_memory.settings import DEFAULT_NAMESPACE
@@ -208,6 +209,11 @@ class MemoryCore:
             raise InvalidInputError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
         if after is not None and offset:
             raise InvalidInputError("give either after or offset, not both")
+        for name, bound in (("since", since), ("until", until)):
+            if bound is not None:
+                check_timestamp(bound, name)
+        if after is not None:
+            check_text(after, "after")
         total = self._store.count_units(self._namespace, since=since, until=until)
         ns = self._namespace
         if after is None and total // 2 < offset < total:

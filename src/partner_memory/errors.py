@@ -44,6 +44,11 @@ class LLMError(PartnerMemoryError):
     """A chat completion that failed or returned nothing usable; rolling falls back."""
 
 
+class EmbeddingRejected(LLMError):
+    """The embeddings endpoint refused these texts (a 4xx): asking again will not help,
+    so they are indexed by words only instead of being retried."""
+
+
 class AccessDeniedError(PartnerMemoryError, PermissionError):
     """The memory service refused the client's key: none, unknown, revoked (401), or
     outside its namespaces or scope (403)."""

@@ -27,6 +27,9 @@ SCOPES = ("read", "write", "admin")
 #: Longest namespace pattern of a key.
 MAX_PATTERN_CHARS = 300
 _TOKEN = re.compile(r"pm_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
+_SESSION = re.compile(r"([0-9a-f]{12})\.([0-9]{1,16})\.([0-9a-f]{64})")
+#: How long an inspector session lasts (ms): a working day.
+SESSION_LIFETIME_MS = 8 * 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,11 @@ class ApiKey(Record):
 
 def _shown(key: StoredKey) -> ApiKey:
     return ApiKey(key.key_id, key.namespaces, key.scope, key.created_at, key.revoked_at)
+
+
+def _session_mac(secret_hash: str, key_id: str, until: int) -> str:
+    message = f"inspector-session:{key_id}:{until}".encode()
+    return hmac.new(secret_hash.encode(), message, hashlib.sha256).hexdigest()
 
 
 def _digest(secret: str) -> str:
@@ -98,6 +106,33 @@ class KeyRing:
         if stored is None or stored.revoked_at is not None:
             return None
         if not hmac.compare_digest(stored.secret_hash, _digest(matched.group(2))):
+            return None
+        return _shown(stored)
+
+    def session(self, key: ApiKey, *, lifetime_ms: int = SESSION_LIFETIME_MS) -> str:
+        """A browser session for `key`, for the inspector's cookie in place of the key: it
+        opens only the inspector's pages, ends after `lifetime_ms` or when the key is
+        revoked, and neither reveals the key nor can be stretched (it is an HMAC keyed by
+        the stored hash, which only the database holds)."""
+        stored = self.store.find_api_key(key.id)
+        if stored is None:
+            raise NotFoundError(f"key {key.id} not found")
+        until = self.clock() + lifetime_ms
+        return f"{key.id}.{until}.{_session_mac(stored.secret_hash, key.id, until)}"
+
+    def from_session(self, session: str) -> ApiKey | None:
+        """The live key a `session` was made for, or None (malformed, expired, revoked)."""
+        matched = _SESSION.fullmatch(session.strip())
+        if matched is None:
+            return None
+        key_id, until = matched.group(1), int(matched.group(2))
+        if until < self.clock():
+            return None
+        stored = self.store.find_api_key(key_id)
+        if stored is None or stored.revoked_at is not None:
+            return None
+        expected = _session_mac(stored.secret_hash, key_id, until)
+        if not hmac.compare_digest(expected, matched.group(3)):
             return None
         return _shown(stored)
 

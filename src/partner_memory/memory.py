@@ -38,7 +38,7 @@ from partner_memory.rolling import (
 from partner_memory.rolling.consumers import DurableConsumer
 from partner_memory.service import MemoryService
 from partner_memory.settings import DEFAULT_NAMESPACE
-from partner_memory.store import MemoryStore, open_store
+from partner_memory.store import MemoryStore
 from partner_memory.trajectory import Trajectory, Turn
 
 DEFAULT_DOMAINS = (Domain.COMMUNICATION, Domain.MEMORY)
@@ -138,7 +138,7 @@ class PartnerMemory:
         from partner_memory.config import Settings
 
         env = Settings.from_env()
-        store = open_store(database or env.store.database, busy_timeout=env.store.busy_timeout)
+        store = env.store.open(database)
         options.setdefault("llm", env.llm)
         options.setdefault("settings", env.rolling)
         try:

@@ -153,6 +153,10 @@ def check_index(value: object, field_name: str) -> int:
 
 def check_messages(messages: Iterable[object]) -> list[Message]:
     """The messages as a list, refusing anything that is not a `Message` by its position."""
+    if isinstance(messages, Message | str | bytes | dict) or not isinstance(messages, Iterable):
+        raise InvalidInputError(
+            f"messages must be a list of Message, got {type(messages).__name__}"
+        )
     batch = list(messages)
     for i, message in enumerate(batch):
         if not isinstance(message, Message):
@@ -181,7 +185,13 @@ def check_namespace(name: object) -> str:
 
 
 def dump_metadata(metadata: dict[str, Any]) -> str:
-    """Serialise metadata exactly once, so backends store identical JSON text."""
+    """Serialise metadata exactly once, so backends store identical JSON text. Keys must
+    be strings: json would turn 1 into "1", and what comes back would differ."""
+    odd = next((k for k in metadata if not isinstance(k, str)), None)
+    if odd is not None:
+        raise InvalidInputError(
+            f"message metadata keys must be strings, got {type(odd).__name__} {odd!r}"
+        )
     try:
         return json.dumps(metadata, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
@@ -269,6 +279,16 @@ class MemorySlice(Record):
     timestamp: int
     #: Which summariser wrote `summary` ("llm", "extractive", "placeholder"); None if unknown.
     summarizer: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise InvalidInputError(f"slice id must be a non-empty string, got {self.id!r}")
+        start = check_index(self.start_index, "slice start_index")
+        if not 0 <= start <= check_index(self.end_index, "slice end_index"):
+            raise InvalidInputError(
+                f"slice range [{start}, {self.end_index}) must have 0 <= start <= end"
+            )
+        check_index(self.timestamp, "slice timestamp")
 
     def __len__(self) -> int:
         return self.end_index - self.start_index

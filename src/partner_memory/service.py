@@ -43,7 +43,7 @@ from partner_memory.rolling import (
 from partner_memory.rolling.consumers import ConsumerDispatcher, DurableConsumer
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.settings import DEFAULT_NAMESPACE
-from partner_memory.store import MemoryStore, open_store
+from partner_memory.store import MemoryStore
 from partner_memory.store.base import Located, Resummary
 
 if TYPE_CHECKING:
@@ -79,6 +79,10 @@ class MemoryService:
         self._idle_timer = idle_timer and self.settings.idle_check_interval_s > 0
         self._client = ChatClient(llm) if llm is not None else None
         self.summarizer = SummarizerChain(self._summarizers(summarizers))
+        if compressor is not None and not callable(getattr(compressor, "compress", None)):
+            raise InvalidInputError(
+                f"compressor has no compress(messages, meter) method: {type(compressor).__name__}"
+            )
         self.compressor = compressor or self._compressor()
         self.leases = LeaseKeeper(store, self.settings.lease_ttl_s, on_acquire=self._start)
         self.executor = ThreadPoolExecutor(max(1, rolling_workers), thread_name_prefix="pm-rolling")
@@ -100,6 +104,16 @@ class MemoryService:
 
     def _summarizers(self, given: Sequence[MessageSummarizer] | None) -> list[MessageSummarizer]:
         if given is not None:
+            if not isinstance(given, Sequence) or isinstance(given, str):
+                raise InvalidInputError(
+                    f"summarizers must be a list of summarizers, got {type(given).__name__}"
+                )
+            for i, summarizer in enumerate(given):
+                if not callable(getattr(summarizer, "summarize", None)):
+                    raise InvalidInputError(
+                        f"summarizers[{i}] has no summarize(messages, meter) method:"
+                        f" {type(summarizer).__name__}"
+                    )
             return list(given)
         chain: list[MessageSummarizer] = []
         if self._client is not None:
@@ -125,7 +139,7 @@ class MemoryService:
         from partner_memory.config import Settings
 
         env = Settings.from_env()
-        store = open_store(database or env.store.database, busy_timeout=env.store.busy_timeout)
+        store = env.store.open(database)
         options.setdefault("llm", env.llm)
         options.setdefault("settings", env.rolling)
         options.setdefault("embeddings", env.embeddings)
@@ -248,6 +262,10 @@ class MemoryService:
                 summary = self.summarizer.summarize(self.compressor.compress(kept, meter), meter)
                 changes.append(Resummary(unit_id, held.id, summary.text, summary.summarizer))
         return changes
+
+    def purge(self) -> list[str]:
+        """Forgotten text out of the database's files as well (`MemoryStore.purge`)."""
+        return self.store.purge()
 
     def reindex(self, namespace: str) -> int:
         """Rebuild the namespace's recall index from its units (after an import, a copy,

@@ -5,12 +5,31 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from partner_memory.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from partner_memory.store.base import MemoryStore
 
 DEFAULT_DATABASE = "./partner-memory.db"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_BUSY_TIMEOUT = 10.0
+#: Seconds a PostgreSQL transaction may go without an answer from the server.
+DEFAULT_PG_DEADLINE = 60.0
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float, *, positive: bool) -> float:
+    raw = env.get(name) or str(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (value > 0 if positive else value >= 0) or value == float("inf"):
+        bound = "> 0" if positive else ">= 0"
+        raise ConfigurationError(f"{name} must be a number of seconds {bound}, got {raw!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,21 +40,32 @@ class StoreSettings:
     namespace: str = DEFAULT_NAMESPACE
     #: Seconds a SQLite writer waits for another writer's lock before giving up.
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+    #: Seconds a PostgreSQL transaction may wait on the server before its connection is
+    #: dropped (a stalled network or server never holds a caller for ever).
+    pg_deadline: float = DEFAULT_PG_DEADLINE
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> StoreSettings:
+        """`PARTNER_MEMORY_DB`, `..._NAMESPACE`, `..._BUSY_TIMEOUT`, `..._PG_DEADLINE`."""
         env = os.environ if environ is None else environ
-        raw_timeout = env.get("PARTNER_MEMORY_BUSY_TIMEOUT") or str(DEFAULT_BUSY_TIMEOUT)
-        try:
-            busy_timeout = float(raw_timeout)
-        except ValueError:
-            busy_timeout = -1.0
-        if not busy_timeout >= 0:
-            raise ConfigurationError(
-                f"PARTNER_MEMORY_BUSY_TIMEOUT must be a number of seconds >= 0, got {raw_timeout!r}"
-            )
         return cls(
             database=env.get("PARTNER_MEMORY_DB") or DEFAULT_DATABASE,
             namespace=env.get("PARTNER_MEMORY_NAMESPACE") or DEFAULT_NAMESPACE,
-            busy_timeout=busy_timeout,
+            busy_timeout=_seconds(
+                env, "PARTNER_MEMORY_BUSY_TIMEOUT", DEFAULT_BUSY_TIMEOUT, positive=False
+            ),
+            pg_deadline=_seconds(
+                env, "PARTNER_MEMORY_PG_DEADLINE", DEFAULT_PG_DEADLINE, positive=True
+            ),
+        )
+
+    def open(self, database: str | Path | None = None, *, read_only: bool = False) -> MemoryStore:
+        """The store `database` (else this setting's) names, with these timeouts."""
+        from partner_memory.store import open_store
+
+        return open_store(
+            database or self.database,
+            busy_timeout=self.busy_timeout,
+            pg_deadline=self.pg_deadline,
+            read_only=read_only,
         )

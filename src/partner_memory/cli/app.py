@@ -22,7 +22,7 @@ from partner_memory.interop import copy_memory, export_partner_state, import_par
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import check_timestamp
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE, StoreSettings
-from partner_memory.store import MemoryStore, open_store
+from partner_memory.store import MemoryStore
 
 app = typer.Typer(
     name="partner-memory",
@@ -77,7 +77,7 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables
 def opened_store(db: str, *, write: bool) -> Iterator[MemoryStore]:
     """The store for one command; read commands open it read-only, so they never take
     the write lock (they answer while another process writes) and never create a file."""
-    store = open_store(db, read_only=not write, busy_timeout=StoreSettings.from_env().busy_timeout)
+    store = StoreSettings.from_env().open(db, read_only=not write)
     try:
         yield store
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -9,11 +10,12 @@ from typing import Annotated
 import typer
 
 from partner_memory.cli import render
-from partner_memory.cli.app import Db, Namespace, app, opened_memory
+from partner_memory.cli.app import Db, Namespace, app, opened_memory, opened_store
 from partner_memory.cli.errors import reported
 from partner_memory.errors import InvalidInputError
 from partner_memory.memory import PartnerMemory
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
+from partner_memory.store import MemoryStore
 
 forget = typer.Typer(
     help="Forget messages, a slice, a unit or a namespace: the text leaves every path"
@@ -23,11 +25,38 @@ forget = typer.Typer(
 app.add_typer(forget, name="forget")
 
 
+Purge = Annotated[
+    bool,
+    typer.Option(
+        "--purge",
+        help="Then remove the text from the database files too (PostgreSQL: rewrites"
+        " the tables, locking each while it does).",
+    ),
+]
+
+
 @contextmanager
-def _memory(db: str, namespace: str) -> Iterator[PartnerMemory]:
-    """The namespace's memory over a writable store, errors reported."""
+def _memory(db: str, namespace: str, purge: bool = False) -> Iterator[PartnerMemory]:
+    """The namespace's memory over a writable store, errors reported; purged after."""
     with reported(), opened_memory(db, namespace, write=True) as memory:
         yield memory
+        if purge:
+            _purged(memory.service.store)
+
+
+def _purged(store: MemoryStore) -> None:
+    started = time.monotonic()
+    rewritten = store.purge()
+    took = time.monotonic() - started
+    render.console.print(f"purged {', '.join(rewritten)} in {took:.1f} s")
+
+
+@app.command()
+def purge(db: Db = DEFAULT_DATABASE) -> None:
+    """Remove forgotten text from the database files: on PostgreSQL a forget leaves old
+    row versions there until the tables are rewritten (schedule this in a quiet hour)."""
+    with reported(), opened_store(db, write=True) as store:
+        _purged(store)
 
 
 @forget.command("message")
@@ -35,9 +64,10 @@ def forget_message(
     message_ids: Annotated[list[str], typer.Argument(help="Message ids.", show_default=False)],
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
+    purge: Purge = False,
 ) -> None:
     """Forget messages; the slices that held them are summarised again from the rest."""
-    with _memory(db, namespace) as memory:
+    with _memory(db, namespace, purge) as memory:
         count = memory.forget_messages(message_ids)
         render.console.print(f"forgot {count} message(s) in {namespace!r}")
 
@@ -50,9 +80,10 @@ def forget_slice(
     ],
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
+    purge: Purge = False,
 ) -> None:
     """Forget a slice: its summary and every message it covers."""
-    with _memory(db, namespace) as memory:
+    with _memory(db, namespace, purge) as memory:
         unit = memory.core.resolve_unit_id(unit)
         slice_id = memory.core.resolve_slice_id(unit, slice_id)
         count = memory.forget_slice(unit, slice_id)
@@ -64,9 +95,10 @@ def forget_unit(
     unit: Annotated[str, typer.Argument(help="Unit id, or its first characters.")],
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
+    purge: Purge = False,
 ) -> None:
     """Forget a whole unit (one memory session) with its slices."""
-    with _memory(db, namespace) as memory:
+    with _memory(db, namespace, purge) as memory:
         unit = memory.core.resolve_unit_id(unit)
         memory.forget_unit(unit)
         render.console.print(f"forgot unit {unit}")
@@ -77,11 +109,12 @@ def forget_namespace(
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
     yes: Annotated[bool, typer.Option("--yes", help="Really forget all of it.")] = False,
+    purge: Purge = False,
 ) -> None:
     """Forget a namespace and everything in it."""
     if not yes:
         with reported():
             raise InvalidInputError(f"forgetting all of {namespace!r} needs --yes")
-    with _memory(db, namespace) as memory:
+    with _memory(db, namespace, purge) as memory:
         memory.service.forget_namespace(namespace)
         render.console.print(f"forgot namespace {namespace!r}")

@@ -11,9 +11,19 @@ from rich.table import Table
 from partner_memory.cli import render
 from partner_memory.cli.app import Db, Json, Namespace, app, opened_store
 from partner_memory.cli.errors import reported
-from partner_memory.http import DEFAULT_MAX_BODY
+from partner_memory.http import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_MAX_BODY
 from partner_memory.keys import SCOPES, KeyRing
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
+
+AllowedHost = Annotated[
+    list[str],
+    typer.Option(
+        "--allowed-host",
+        help="Also serve requests naming this Host (a proxy's name; NAME or NAME:PORT; * for"
+        " any); repeatable. Loopback names at the port are always served.",
+        show_default=False,
+    ),
+]
 
 keys = typer.Typer(
     help="API keys of the HTTP service: a key opens a namespace pattern up to a scope.",
@@ -36,12 +46,25 @@ def serve(
     insecure: Annotated[
         bool, typer.Option(help="Serve a non-loopback address without any API key.")
     ] = False,
+    allowed_host: AllowedHost = [],  # noqa: B006 - typer reads the default, never mutates it
+    header_timeout: Annotated[
+        float, typer.Option(help="Seconds a client has to send a request's headers (then 408).")
+    ] = DEFAULT_HEADER_TIMEOUT_S,
 ) -> None:
     """Serve the memory over HTTP (/v1, /mcp, the inspector at /, /docs, /healthz, /readyz)."""
     from partner_memory.http.serve import serve as run
 
     with reported():
-        run(db, host, port, workers=workers, max_body=max_body, insecure=insecure)
+        run(
+            db,
+            host,
+            port,
+            workers=workers,
+            max_body=max_body,
+            insecure=insecure,
+            allowed_hosts=allowed_host,
+            header_timeout=header_timeout,
+        )
 
 
 @app.command()
@@ -49,12 +72,13 @@ def inspect(
     db: Db = DEFAULT_DATABASE,
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8001,
     browser: Annotated[bool, typer.Option(help="Open the page in a browser.")] = True,
+    allowed_host: AllowedHost = [],  # noqa: B006 - typer reads the default, never mutates it
 ) -> None:
     """Inspect memory in a browser: the inspector, read-only, on loopback."""
     from partner_memory.http.serve import inspect as run
 
     with reported():
-        run(db, port, browser=browser)
+        run(db, port, browser=browser, allowed_hosts=allowed_host)
 
 
 @keys.command("create")

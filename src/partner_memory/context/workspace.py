@@ -150,6 +150,12 @@ class ContextWorkspace:
 
 
 def _domains(domains: Sequence[Domain | str]) -> list[Domain]:
+    if isinstance(domains, str) or not isinstance(domains, Sequence):
+        raise InvalidInputError(f"domains must be a list of domains, got {type(domains).__name__}")
+    known = ", ".join(Domain)
+    unknown = [d for d in domains if d not in set(Domain)]
+    if unknown:
+        raise InvalidInputError(f"unknown domain {unknown[0]!r}: one of {known}")
     wanted = [Domain(d) for d in domains]
     if not wanted:
         raise InvalidInputError("resolve needs at least one domain")

@@ -6,7 +6,8 @@ Errors the library raises become statuses: bad input 422 (naming the field),
 unknown ids 404, conflicts 409, an unreachable database 503; keys are
 checked in `access`. A namespace is one path segment: one holding "/" is
 sent with it escaped (`agent-42%2Fmain`), and `_Guard` keeps that segment
-escaped for routing. `_Guard` also answers 413 to a body over the limit.
+escaped for routing. `_Guard` also answers 413 to a body over the limit,
+and 421 to a `Host` the service does not serve (`hosts`: DNS rebinding).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
 from partner_memory.errors import (
@@ -34,6 +36,7 @@ from partner_memory.errors import (
 from partner_memory.http import DEFAULT_MAX_BODY, memory_routes, namespaces, recall_routes
 from partner_memory.http.access import Access, Refused
 from partner_memory.http.answers import error
+from partner_memory.http.hosts import HostPolicy
 from partner_memory.http.mcp_endpoint import PATH as MCP_PATH
 from partner_memory.http.mcp_endpoint import McpEndpoint
 from partner_memory.inspector import pages as inspector
@@ -61,23 +64,36 @@ class _TooLarge(Exception):
 
 
 class _Guard:
-    """ASGI middleware: an escaped namespace segment stays escaped for routing, and a body
-    over the limit is refused (by its declared length, or as it streams in)."""
+    """ASGI middleware: a `Host` not served is refused, an escaped namespace segment stays
+    escaped for routing, and a body over the limit is refused (by its declared length, or
+    as it streams in)."""
 
-    def __init__(self, app: ASGIApp, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, max_body: int, hosts: HostPolicy) -> None:
         self.app = app
         self.max_body = max_body
+        self.hosts = hosts
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        raw_host = headers.get(b"host")
+        host = None if raw_host is None else raw_host.decode("latin-1")
+        if not self.hosts.permits(host):
+            served = ", ".join(self.hosts.describe())
+            message = (
+                f"this service does not serve the host {host!r}"
+                f" (it serves {served}; add a name with --allowed-host)"
+            )
+            await error(421, "misdirected", message)(scope, receive, send)
             return
         raw = scope.get("raw_path") or b""
         if raw.startswith(_PREFIX):
             segment, slash, rest = raw[len(_PREFIX) :].partition(b"/")
             tail = slash.decode() + unquote(rest.decode("latin-1"))
             scope = dict(scope, path=_PREFIX.decode() + segment.decode("latin-1") + tail)
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_body:
             await self._too_large(scope, receive, send)
             return
@@ -105,12 +121,18 @@ class _Guard:
 
 
 def create_app(
-    service: MemoryService, *, max_body: int = DEFAULT_MAX_BODY, owns_service: bool = False
+    service: MemoryService,
+    *,
+    max_body: int = DEFAULT_MAX_BODY,
+    hosts: HostPolicy | None = None,
+    owns_service: bool = False,
 ) -> ASGIApp:
-    """The ASGI application serving `service` (closed with the server if it `owns_service`)."""
+    """The ASGI application serving `service` (closed with the server if it `owns_service`);
+    it serves the loopback names unless `hosts` says otherwise."""
 
+    hosts = hosts or HostPolicy()
     access = Access(service, KeyRing(service.store, service.clock))
-    mcp = McpEndpoint(access)
+    mcp = McpEndpoint(access, hosts)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -135,8 +157,9 @@ def create_app(
         api.add_exception_handler(kind, _handler(status, code))
     api.add_exception_handler(Refused, _refused)
     api.add_exception_handler(RequestValidationError, _invalid)
+    api.add_exception_handler(HTTPException, _http_error)
     api.add_exception_handler(PartnerMemoryError, _unexpected)
-    guarded: ASGIApp = _Guard(api, max_body)
+    guarded: ASGIApp = _Guard(api, max_body, hosts)
     return guarded
 
 
@@ -157,6 +180,24 @@ def _invalid(request: Request, exc: Exception) -> Response:
     if not request.url.path.startswith("/v1/"):  # a page of the inspector: a page says it
         return inspector.error_page(request, 422, named or "invalid request")
     return error(422, "invalid_input", named or "invalid request", fields)
+
+
+#: The error code of each status the framework itself answers (unknown route, method).
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}
+
+
+def _http_error(request: Request, exc: Exception) -> Response:
+    """What routing refuses, in the service's own envelope (a page for the inspector's)."""
+    assert isinstance(exc, HTTPException)
+    message = f"{exc.detail}: {request.method} {request.url.path}"
+    answer: Response
+    if request.url.path.startswith("/v1/") or "text/html" not in request.headers.get("accept", ""):
+        answer = error(exc.status_code, _HTTP_CODES.get(exc.status_code, "error"), message)
+    else:
+        answer = inspector.error_page(request, exc.status_code, message)
+    for name, value in (exc.headers or {}).items():  # e.g. Allow for a 405
+        answer.headers[name] = value
+    return answer
 
 
 def _refused(request: Request, exc: Exception) -> JSONResponse:

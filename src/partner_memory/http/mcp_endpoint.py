@@ -22,12 +22,12 @@ from urllib.parse import parse_qs
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 
 from partner_memory.errors import InvalidInputError, NotFoundError
 from partner_memory.http.access import Access, Refused
 from partner_memory.http.answers import error
+from partner_memory.http.hosts import HostPolicy
 from partner_memory.keys import ApiKey
 from partner_memory.mcp_tools import build_server
 from partner_memory.memory import PartnerMemory
@@ -47,16 +47,16 @@ Send = Any
 class McpEndpoint:
     """ASGI app for /mcp: checks key and namespace, then hands the request to the SDK."""
 
-    def __init__(self, access: Access) -> None:
+    def __init__(self, access: Access, hosts: HostPolicy) -> None:
         self.access = access
         self.server: MCPServer = build_server(self._target)
         # Builds the SDK's session manager; the app it returns is not used (no
-        # Starlette routing, our own checks and body limit come first). DNS
-        # rebinding checks of the Host header are left to keys and the proxy.
+        # Starlette routing, our own checks and body limit come first). The SDK's
+        # rebinding check (Host, and Origin) runs too, with the service's list.
         self.server.streamable_http_app(
             stateless_http=True,
             json_response=True,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            transport_security=hosts.mcp_settings(),
         )
 
     @asynccontextmanager

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
-from partner_memory.context import render_xml
+from partner_memory.context import Domain, render_xml
 from partner_memory.core import MAX_PAGE_SIZE
 from partner_memory.documents import (
     context_document,
@@ -118,10 +118,12 @@ def context(
     access: Served,
     key: Caller,
     format: Annotated[str, Query(pattern="^(json|xml)$")] = "json",
+    domain: Annotated[list[Domain] | None, Query()] = None,
 ) -> dict[str, Any] | PlainTextResponse:
-    """The context as the agent receives it: its blocks (json), or the XML."""
+    """The context as the agent receives it: its blocks (json), or the XML; `domain`
+    (repeatable, most wanted first) chooses the domains, by default the agent's."""
     name = access.allowed(key, namespace, "read")
-    blocks = access.memory(name).context(DEFAULT_DOMAINS)
+    blocks = access.memory(name).context(domain or DEFAULT_DOMAINS)
     if format == "xml":
         return PlainTextResponse(render_xml(blocks), media_type="application/xml")
     return context_document(name, blocks)

@@ -69,7 +69,10 @@ class FieldProblem(BaseModel):
 
 
 class ErrorDetail(BaseModel):
-    code: str = Field(description="invalid_input, refused, not_found, conflict, too_large...")
+    code: str = Field(
+        description="invalid_input, refused, not_found, method_not_allowed, conflict,"
+        " too_large, misdirected, unavailable, internal"
+    )
     message: str
     fields: list[FieldProblem] | None = None
 
@@ -89,6 +92,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (404, "unknown namespace, unit or slice"),
         (409, "a conflict with what is stored"),
         (413, "request body too large"),
+        (421, "a Host this service does not serve (see --allowed-host)"),
         (422, "a field is missing or invalid (named in `fields`)"),
         (503, "the database cannot be reached"),
     ]

@@ -44,11 +44,11 @@ def list_namespaces(
 ) -> dict[str, Any]:
     """Namespaces by name (those the key may read), paged by `after`."""
     store = access.service.store
-    found = store.list_namespaces(limit=limit + 1, after=after)
-    if key is not None:
-        found = [n for n in found if key.allows(n.name, "read")]
+    matching = None if key is None else key.namespaces  # every key may read what it opens
+    found = store.list_namespaces(limit=limit + 1, after=after, matching=matching)
     page, more = found[:limit], len(found) > limit
-    return namespaces_document(page, total=store.count_namespaces(), limit=limit, more=more)
+    total = store.count_namespaces(matching=matching)
+    return namespaces_document(page, total=total, limit=limit, more=more)
 
 
 @router.post("/v1/namespaces", status_code=201, tags=["namespaces"], response_model=NamespaceOut)

@@ -8,17 +8,24 @@ environment (`app_from_env`), so the command passes its options there.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
+from collections.abc import Sequence
 
 from partner_memory.errors import ConfigurationError
-from partner_memory.http import DEFAULT_MAX_BODY
+from partner_memory.http import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_MAX_BODY
 from partner_memory.http.app import ASGIApp, create_app
+from partner_memory.http.hosts import ENVIRONMENT_VARIABLE as _HOSTS_VARIABLE
+from partner_memory.http.hosts import HostPolicy
+from partner_memory.http.protocol import ENVIRONMENT_VARIABLE as _HEADER_VARIABLE
+from partner_memory.http.protocol import HeaderDeadlineProtocol
 from partner_memory.keys import KeyRing
 from partner_memory.service import MemoryService
 from partner_memory.settings import StoreSettings
-from partner_memory.store import open_store
 
 _MAX_BODY_VARIABLE = "PARTNER_MEMORY_MAX_BODY"
+
+log = logging.getLogger(__name__)
 
 
 def is_loopback(host: str) -> bool:
@@ -41,7 +48,7 @@ def check_serving(database: str, host: str, workers: int, *, insecure: bool) -> 
         )
     if is_loopback(host) or insecure:
         return
-    store = open_store(database)
+    store = StoreSettings.from_env().open(database)
     try:
         keyed = KeyRing(store).any_live()
     finally:
@@ -56,45 +63,70 @@ def check_serving(database: str, host: str, workers: int, *, insecure: bool) -> 
 def app_from_env() -> ASGIApp:
     """The app of one worker: the database and settings of the environment."""
     max_body = int(os.environ.get(_MAX_BODY_VARIABLE, DEFAULT_MAX_BODY))
+    hosts = HostPolicy.from_env_value(os.environ.get(_HOSTS_VARIABLE, "*"))
     service = MemoryService.open(StoreSettings.from_env().database)
-    return create_app(service, max_body=max_body, owns_service=True)
+    return create_app(service, max_body=max_body, hosts=hosts, owns_service=True)
 
 
 def serve(
-    database: str, host: str, port: int, *, workers: int, max_body: int, insecure: bool
+    database: str,
+    host: str,
+    port: int,
+    *,
+    workers: int,
+    max_body: int,
+    insecure: bool,
+    allowed_hosts: Sequence[str] = (),
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT_S,
 ) -> None:
     import uvicorn
 
+    if not 0 < header_timeout <= 3600:
+        raise ConfigurationError(
+            f"--header-timeout must be seconds in (0, 3600], got {header_timeout:g}"
+        )
+    hosts = HostPolicy.for_serving(host, port, allowed_hosts)
     check_serving(database, host, workers, insecure=insecure)
+    if hosts.allowed is None and "*" not in allowed_hosts:
+        log.warning(
+            "serving %s: requests naming any Host are answered; name this service's host"
+            " names with --allowed-host to refuse the others",
+            host,
+        )
     os.environ["PARTNER_MEMORY_DB"] = database
     os.environ[_MAX_BODY_VARIABLE] = str(max_body)
+    os.environ[_HOSTS_VARIABLE] = hosts.env_value()
+    os.environ[_HEADER_VARIABLE] = str(header_timeout)
     uvicorn.run(
         "partner_memory.http.serve:app_from_env",
         factory=True,
         host=host,
         port=port,
         workers=workers,
+        http=HeaderDeadlineProtocol,
         log_level="warning",
         access_log=False,  # paths carry namespaces and ids; bodies and keys are never logged
     )
 
 
-def inspect(database: str, port: int, *, browser: bool) -> None:
+def inspect(database: str, port: int, *, browser: bool, allowed_hosts: Sequence[str] = ()) -> None:
     """The inspector on loopback over a read-only store: nothing here can change memory."""
     import threading
     import webbrowser
 
     import uvicorn
 
-    store = open_store(database, read_only=True)
+    hosts = HostPolicy.for_serving("127.0.0.1", port, allowed_hosts)
+    store = StoreSettings.from_env().open(database, read_only=True)
     service = MemoryService(store, owns_store=True, idle_timer=False)
     url = f"http://127.0.0.1:{port}/"
     if browser:
         threading.Timer(1.0, webbrowser.open, args=(url,)).start()
     uvicorn.run(
-        create_app(service, owns_service=True),
+        create_app(service, hosts=hosts, owns_service=True),
         host="127.0.0.1",
         port=port,
+        http=HeaderDeadlineProtocol,
         log_level="warning",
         access_log=False,
     )

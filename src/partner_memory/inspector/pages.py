@@ -26,15 +26,16 @@ from partner_memory.errors import (
 from partner_memory.inspector.chart import HEIGHT, WIDTH, daily_bars
 from partner_memory.inspector.render import templates, words_of
 from partner_memory.inspector.viewer import (
-    COOKIE,
     LoginNeeded,
     Looking,
     PageError,
     Viewer,
+    cookie_name,
     same_site,
 )
+from partner_memory.keys import SESSION_LIFETIME_MS
 from partner_memory.memory import PartnerMemory
-from partner_memory.model import NamespaceOverview, check_namespace
+from partner_memory.model import check_namespace
 
 router = APIRouter(include_in_schema=False)
 
@@ -93,11 +94,20 @@ def login(
     next: Annotated[str, Form(max_length=2000)] = "/",
 ) -> Response:
     same_site(request)
-    if request.app.state.access.keys.authenticate(key.strip()) is None:
+    keys = request.app.state.access.keys
+    found = keys.authenticate(key.strip())
+    if found is None:
         return _page(request, "login.html", None, 401, next=_local(next), failed=True)
     answer = RedirectResponse(_local(next), status_code=303)
     secure = request.url.scheme == "https"
-    answer.set_cookie(COOKIE, key.strip(), httponly=True, samesite="strict", secure=secure)
+    answer.set_cookie(
+        cookie_name(request),
+        keys.session(found),
+        max_age=SESSION_LIFETIME_MS // 1000,
+        httponly=True,
+        samesite="strict",
+        secure=secure,
+    )
     return answer
 
 
@@ -105,7 +115,7 @@ def login(
 def logout(request: Request) -> Response:
     same_site(request)
     answer = RedirectResponse("/login", status_code=303)
-    answer.delete_cookie(COOKIE)
+    answer.delete_cookie(cookie_name(request))
     return answer
 
 
@@ -125,16 +135,13 @@ def namespaces(
     after: Annotated[str | None, Query(max_length=400)] = None,
 ) -> Any:
     store = viewer.access.service.store
-    shown: list[NamespaceOverview] = []
-    cursor, more = after, True
-    while more and len(shown) <= NAMESPACES_PAGE:  # a key may see only some of them
-        batch = store.namespace_overviews(limit=NAMESPACES_PAGE + 1, after=cursor, search=q)
-        more = len(batch) == NAMESPACES_PAGE + 1
-        shown += [o for o in batch if viewer.may_read(o.name)]
-        cursor = batch[-1].name if batch else cursor
+    matching = None if viewer.key is None else viewer.key.namespaces  # the key's, in the query
+    shown = store.namespace_overviews(
+        limit=NAMESPACES_PAGE + 1, after=after, search=q, matching=matching
+    )
     page = shown[:NAMESPACES_PAGE]
     next_after = page[-1].name if len(shown) > NAMESPACES_PAGE else None
-    total = None if q or viewer.key is not None else store.count_namespaces()
+    total = None if q else store.count_namespaces(matching=matching)
     return _page(
         request, "namespaces.html", viewer, page=page, q=q, after=after,
         next_after=next_after, total=total,
@@ -362,8 +369,8 @@ def _login_needed(request: Request, exc: Exception) -> Response:
         answer = RedirectResponse(_at("/login", next=str(request.url.path) + _query(request)), 303)
     else:
         answer = error_page(request, 401, "log in with a key")
-    if request.cookies.get(COOKIE):
-        answer.delete_cookie(COOKIE)  # unknown or revoked: ask again
+    if request.cookies.get(cookie_name(request)):
+        answer.delete_cookie(cookie_name(request))  # expired or revoked: ask again
     return answer
 
 

@@ -1,7 +1,11 @@
-"""Who is looking: the API key from the inspector's cookie (or a Bearer header).
+"""Who is looking: the key of the inspector's session cookie (or of a Bearer header).
 
 A browser cannot send a Bearer header by itself, so the login page takes a key
-and keeps it in an HttpOnly, SameSite=Strict cookie. Pages that change memory
+and keeps a session made from it (`KeyRing.session`, never the key itself) in
+an HttpOnly, SameSite=Strict cookie. Cookies do not keep to a port, so another
+service on 127.0.0.1 may be sent it: there it is worth only a few hours of
+this inspector, not the key; its name carries the port, so two inspectors on
+one machine keep their own. Pages that change memory
 are POSTs whose Origin (or Referer) must be this site, so another site cannot
 make a visitor's browser forget anything - even on an open loopback service
 where no key is needed.
@@ -18,7 +22,13 @@ from fastapi import Depends, Request
 from partner_memory.http.access import Access, Refused
 from partner_memory.keys import ApiKey
 
-COOKIE = "pm_inspector_key"
+COOKIE_PREFIX = "pm_inspector_"
+
+
+def cookie_name(request: Request) -> str:
+    """The session cookie of the inspector at this request's port."""
+    port = request.url.port or (443 if request.url.scheme == "https" else 80)
+    return f"{COOKIE_PREFIX}{port}"
 
 
 class PageError(Exception):
@@ -61,10 +71,14 @@ def _viewer(request: Request) -> Viewer:
     """The API's own key rule (`Access.caller`), with the cookie standing in for the header;
     a refusal sends a browser to log in instead of answering 401."""
     access: Access = request.app.state.access
-    cookie = request.cookies.get(COOKIE)
-    authorization = f"Bearer {cookie}" if cookie else request.headers.get("authorization")
+    session = request.cookies.get(cookie_name(request))
+    if session:
+        key = access.keys.from_session(session)
+        if key is None:  # expired, revoked, or not ours: log in again
+            raise LoginNeeded
+        return Viewer(access, key, logged_in=True)
     try:
-        key = access.caller(authorization)
+        key = access.caller(request.headers.get("authorization"))
     except Refused as exc:
         raise LoginNeeded from exc
     return Viewer(access, key, logged_in=key is not None)

@@ -5,21 +5,40 @@ English words are lower-cased, stop words dropped and Snowball-stemmed
 into words (jieba); numbers are kept. A message's date is indexed as words
 too ("8 may 2023"), so "in May" finds what was said in May. Analysis
 happens in Python, so every backend indexes exactly the same terms.
+
+A message's first `INDEXED_CHARS` are read for words (and, by the embedder,
+its first `EMBED_MESSAGE_CHARS` for meaning); the message itself is stored
+whole. A message the embedder cannot take is indexed by words only and
+logged: it never stops the indexer nor fails a search.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
+from partner_memory.errors import EmbeddingRejected, LLMError
 from partner_memory.model import Message
-from partner_memory.recall.embed import NO_EMBEDDER, Embedder, EmbeddingSettings, pack
+from partner_memory.recall.embed import (
+    EMBED_MESSAGE_CHARS,
+    NO_EMBEDDER,
+    Embedder,
+    EmbeddingSettings,
+    embed_bounded,
+    pack,
+)
 
 if TYPE_CHECKING:
     import Stemmer
+
+log = logging.getLogger(__name__)
+
+#: Characters of a message read for its words (~15,000 words, a long pasted document).
+INDEXED_CHARS = 100_000
 
 #: Latin words and numbers, or runs of CJK ideographs.
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
@@ -94,7 +113,8 @@ def speaker_of(message: Message) -> str | None:
 def message_terms(message: Message) -> tuple[str | None, list[str]]:
     """A message as the index sees it: its speaker, and the terms of its text (marker
     included) and of its date."""
-    return speaker_of(message), terms(message.content) + date_terms(message.timestamp)
+    words = terms(message.content[:INDEXED_CHARS])
+    return speaker_of(message), words + date_terms(message.timestamp)
 
 
 def analyze(message: Message) -> tuple[str | None, str]:
@@ -120,11 +140,42 @@ class RecallAnalysis:
             self.embedder.warm()
 
     def rows(self, messages: Sequence[Message]) -> list[tuple[str | None, str, bytes | None]]:
+        """One row per message. Raises `LLMError` only when the embeddings endpoint is
+        unreachable (worth retrying); what it refuses, or the model fails on, gets no vector."""
+        for message in messages:
+            if len(message.content) > INDEXED_CHARS:
+                log.warning(
+                    "message %s is %d characters: recall reads its first %d for words"
+                    " and %d for meaning",
+                    message.id,
+                    len(message.content),
+                    INDEXED_CHARS,
+                    EMBED_MESSAGE_CHARS,
+                )
         analysed = [analyze(m) for m in messages]
-        vectors: list[bytes | None] = [None] * len(messages)
-        if self.embedder is not None and messages:
-            vectors = list(pack(self.embedder.embed([m.content for m in messages])))
+        vectors = self._vectors(messages)
         return [(s, t, v) for (s, t), v in zip(analysed, vectors, strict=True)]
+
+    def _vectors(self, messages: Sequence[Message]) -> list[bytes | None]:
+        if self.embedder is None or not messages:
+            return [None] * len(messages)
+        try:
+            return list(pack(embed_bounded(self.embedder, [m.content for m in messages])))
+        except LLMError as exc:
+            if not isinstance(exc, EmbeddingRejected):
+                raise
+            failure: Exception = exc
+        except Exception as exc:  # the model failed on these texts (MemoryError included)
+            failure = exc
+        if len(messages) == 1:
+            log.warning(
+                "message %s is indexed by words only: the embedder failed on it: %s: %s",
+                messages[0].id,
+                type(failure).__name__,
+                failure,
+            )
+            return [None]
+        return [v for m in messages for v in self._vectors([m])]
 
 
 def default_analysis() -> RecallAnalysis:

@@ -13,6 +13,12 @@ Vectors are stored as 128 signed bytes (each vector scaled by its largest
 component): cosines are computed after normalising again, so the scale
 needs no storing, and the loss is below what we can measure.
 
+Work per text is bounded whatever a message holds: only its first
+`EMBED_MESSAGE_CHARS` are read, in pieces of `EMBED_PIECE_CHARS` embedded in
+batches of similar length (a batch pads to its longest piece), and a long
+text's vector is the length-weighted mean of its pieces' (for the static
+model's mean pooling that is, up to piece edges, the vector of the whole).
+
 Vectors made by different models cannot be compared, so the index remembers
 which embedder made a namespace's vectors (`Embedder.name`); a service with
 another embedder searches by words only until `reindex` rebuilds them.
@@ -27,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from partner_memory.errors import ConfigurationError, LLMError
+from partner_memory.errors import ConfigurationError, EmbeddingRejected, LLMError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,6 +43,13 @@ NO_EMBEDDER = "none"
 #: Dimensions kept of the static model's vectors (its Matryoshka training keeps the
 #: leading ones meaningful): 128 measured as good as 256 at half the bytes.
 STATIC_DIMENSIONS = 128
+#: Characters of a text read for its meaning (a pasted document is known by its start).
+EMBED_MESSAGE_CHARS = 32_000
+#: Characters per piece: ~500 tokens, under every endpoint's input limit.
+EMBED_PIECE_CHARS = 2_000
+#: Pieces per call: with the piece size, at most ~32k tokens padded per batch (16 MB for
+#: the static model; one request of ~128k characters to an endpoint).
+EMBED_BATCH = 64
 
 
 class Embedder(Protocol):
@@ -124,6 +137,8 @@ class EndpointEmbedder:
             answer = self._client.embeddings.create(model=self.settings.model, input=list(texts))
             rows = sorted(answer.data, key=lambda d: d.index)
             matrix = np.asarray([row.embedding for row in rows], dtype=np.float32)
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+            raise EmbeddingRejected(f"embeddings endpoint refused the texts: {exc}") from exc
         except (openai.OpenAIError, ValueError, TypeError, AttributeError) as exc:
             raise LLMError(f"embeddings endpoint failed: {type(exc).__name__}: {exc}") from exc
         if matrix.ndim != 2 or len(matrix) != len(texts) or not np.isfinite(matrix).all():
@@ -185,6 +200,39 @@ def _static() -> StaticEmbedder:
     if not _STATIC:
         _STATIC.append(StaticEmbedder())
     return _STATIC[0]
+
+
+def embed_bounded(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """`embedder.embed(texts)` with bounded work per text and per call (module docstring)."""
+    import numpy as np
+
+    pieces: list[str] = []
+    owners: list[int] = []
+    for owner, text in enumerate(texts):
+        read = text[:EMBED_MESSAGE_CHARS]
+        for start in range(0, max(len(read), 1), EMBED_PIECE_CHARS):
+            pieces.append(read[start : start + EMBED_PIECE_CHARS])
+            owners.append(owner)
+    if not pieces:
+        return embedder.embed([])
+    order = sorted(range(len(pieces)), key=lambda k: len(pieces[k]))
+    made: np.ndarray | None = None
+    for start in range(0, len(order), EMBED_BATCH):
+        batch = order[start : start + EMBED_BATCH]
+        vectors = embedder.embed([pieces[k] for k in batch])
+        if made is None:
+            made = np.zeros((len(pieces), vectors.shape[1]), dtype=np.float32)
+        made[batch] = vectors
+    assert made is not None
+    if len(pieces) == len(texts):
+        return made
+    weights = np.asarray([max(len(p), 1) for p in pieces], dtype=np.float32)
+    combined = np.zeros((len(texts), made.shape[1]), dtype=np.float32)
+    np.add.at(combined, owners, made * weights[:, None])
+    totals = np.zeros(len(texts), dtype=np.float32)
+    np.add.at(totals, owners, weights)
+    result: np.ndarray = combined / totals[:, None]
+    return result
 
 
 def pack(matrix: np.ndarray) -> list[bytes]:

@@ -27,6 +27,7 @@ from partner_memory.errors import InvalidInputError, LLMError
 from partner_memory.model import MemorySlice, Message, check_text
 from partner_memory.recall.analyze import RecallAnalysis, terms
 from partner_memory.recall.dates import find_date_cue
+from partner_memory.recall.embed import embed_bounded
 from partner_memory.recall.index import Doc, Hit, RecallIndex
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.recall.results import (
@@ -211,7 +212,7 @@ class RecallEngine:
         if analysis.embedder is None:
             return None
         try:
-            vector: np.ndarray = analysis.embedder.embed([query])[0]
+            vector: np.ndarray = embed_bounded(analysis.embedder, [query])[0]
         except LLMError as exc:
             log.warning("recall by words only: %s", exc)
             return None

@@ -4,6 +4,8 @@ A message whose body is longer than the threshold is shortened by the LLM,
 in parallel; an answer is accepted only if non-empty and shorter, otherwise
 the body is cut around a middle marker at sentence boundaries. Compressed
 copies carry the [COMPRESSED] status marker and exist only for the summariser.
+The LLM is shown at most `COMPRESS_INPUT_CHARS` of a body (its head and tail),
+so one pasted document cannot overflow its context or the token budget.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from partner_memory.rolling.prompts import compress_messages
 
 CUT_MARK = "\n...[中间内容已裁剪]...\n"
 BOUNDARIES = "\n 。！？;；."
+#: Characters of one body sent to the LLM to compress (~6k tokens).
+COMPRESS_INPUT_CHARS = 24_000
 
 
 def truncate(body: str, limit: int = 900, window: int = 80) -> str:
@@ -96,7 +100,7 @@ class LLMCompressor(TruncatingCompressor):
             return message
         try:
             answer = self._client.complete(
-                compress_messages(body, self.limit),
+                compress_messages(truncate(body, COMPRESS_INPUT_CHARS, self.window), self.limit),
                 model=self._client.settings.compressor_model,
                 meter=meter,
                 what="compress",

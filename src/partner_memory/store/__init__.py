@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from partner_memory.errors import ConfigurationError
-from partner_memory.settings import DEFAULT_BUSY_TIMEOUT
+from partner_memory.settings import DEFAULT_BUSY_TIMEOUT, DEFAULT_PG_DEADLINE
 from partner_memory.store.base import (
     CommittedRolling,
     LogStore,
@@ -43,6 +43,7 @@ def open_store(
     create: bool = True,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     read_only: bool = False,
+    pg_deadline: float = DEFAULT_PG_DEADLINE,
 ) -> MemoryStore:
     """Open the store a setting names: a `postgresql://` URL, else a SQLite file path.
 
@@ -50,7 +51,8 @@ def open_store(
     empty database, so read-only commands never leave files behind.
     `read_only=True` never writes (SQLite `mode=ro`, PostgreSQL read-only
     transactions) and implies `create=False`. `busy_timeout` is how long a
-    SQLite writer waits for another's lock.
+    SQLite writer waits for another's lock, `pg_deadline` how long a PostgreSQL
+    transaction waits on the server.
     """
     if not isinstance(database, str | Path):
         raise ConfigurationError(
@@ -62,7 +64,7 @@ def open_store(
     if text.startswith(_POSTGRES_SCHEMES):
         from partner_memory.store.postgres import PostgresStore
 
-        return PostgresStore(text, read_only=read_only)
+        return PostgresStore(text, read_only=read_only, transaction_deadline=pg_deadline)
     if text.startswith("sqlite:///"):
         text = text.removeprefix("sqlite:///")
     elif "://" in text:

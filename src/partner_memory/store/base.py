@@ -226,18 +226,24 @@ class UnitStore(Protocol):
     def get_namespace(self, namespace: str) -> NamespaceInfo | None: ...
 
     def list_namespaces(
-        self, *, limit: int | None = None, after: str | None = None
+        self, *, limit: int | None = None, after: str | None = None, matching: str | None = None
     ) -> list[NamespaceInfo]:
-        """Namespaces by name; `after` a name, the next `limit` of them (keyset paging)."""
+        """Namespaces by name; `after` a name, the next `limit` of them (keyset paging);
+        `matching` keeps the names a key's glob matches (`fnmatchcase`), in the query."""
         ...
 
-    def count_namespaces(self) -> int: ...
+    def count_namespaces(self, *, matching: str | None = None) -> int: ...
 
     def namespace_overviews(
-        self, *, limit: int, after: str | None = None, search: str | None = None
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        search: str | None = None,
+        matching: str | None = None,
     ) -> list[NamespaceOverview]:
         """Namespaces by name with their figures; `search` keeps the names holding it
-        (any case); `after` a name, the next `limit` of them."""
+        (any case), `matching` those a glob matches; `after` a name, the next `limit`."""
         ...
 
     def set_session(self, namespace: str, session_id: str) -> None:
@@ -499,6 +505,11 @@ class LogStore(Protocol):
 
     def forget_namespace(self, namespace: str, *, at: int) -> None:
         """Delete a namespace and everything in it; recorded (by name) in `forget_log`."""
+        ...
+
+    def purge(self) -> list[str]:
+        """Remove what forgets deleted from the database's files too, where a delete alone
+        leaves it there; returns what was rewritten. An operator's job: it may lock tables."""
         ...
 
     def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:

@@ -72,6 +72,11 @@ class Dialect:
     #: It must start from the message-id index whatever the planner knows of the
     #: tables: their statistics may be missing, or stale by a whole replay.
     messages_among: str = ""
+    #: Condition ({column}; one `?`: the pattern) keeping names a key's glob matches,
+    #: exactly as `fnmatchcase`...
+    name_glob: str = "pm_glob({column}, ?)"
+    #: ...with the pattern as `keys.glob_regex` writes it, where True.
+    glob_as_regex: bool = False
     #: True when {keys} and {ids} are one array parameter each, not one `?` per id.
     ids_as_array: bool = False
     #: True when the driver takes `%s` placeholders instead of `?`.
@@ -119,6 +124,8 @@ POSTGRESQL = Dialect(
     " CROSS JOIN LATERAL (SELECT * FROM messages x"
     " WHERE x.id_key = wanted.key AND x.message_id = wanted.id OFFSET 0) m"
     " JOIN units u ON u.pk = m.unit_pk WHERE u.namespace_id = {namespace}",
+    name_glob="{column} ~ ?",
+    glob_as_regex=True,
     ids_as_array=True,
     format_params=True,
 )

@@ -14,7 +14,6 @@ import re
 import socket
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -27,7 +26,10 @@ from partner_memory.errors import (
     PartnerMemoryError,
     StorageUnavailableError,
 )
+from partner_memory.settings import DEFAULT_PG_DEADLINE
 from partner_memory.store.dialect import POSTGRESQL, Capability
+from partner_memory.store.pg_replay import replaying
+from partner_memory.store.schema import TEXT_TABLES
 from partner_memory.store.sql import SqlStore
 from partner_memory.store.sql_base import Cursor
 
@@ -41,13 +43,11 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 #: A transaction whose server has not answered for this many seconds (since it began
 #: or since its last statement) has its connection dropped.
-DEFAULT_TRANSACTION_DEADLINE = 60.0
+DEFAULT_TRANSACTION_DEADLINE = DEFAULT_PG_DEADLINE
 #: Window rows deleted by one store between two vacuums of the window table.
 RECLAIM_AFTER = 5_000
 
 log = logging.getLogger(__name__)
-#: A pooled connection idle this long (s) is probed before use; busier ones are not.
-IDLE_CHECK_S = 1.0
 #: libpq's words for a URL it cannot use (as opposed to a server it cannot reach).
 _BAD_SETTING = re.compile(r"invalid \S+ value|invalid (connection|URI) (option|query)")
 _MIGRATION_LOCK_KEY = 0x5041_524D  # "PARM": one advisory lock id for schema changes
@@ -84,7 +84,6 @@ class PostgresStore(SqlStore):
         self._url = url
         self.read_only = read_only
         self._watchdog = _Watchdog(transaction_deadline)
-        self._last_used: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
         self._trimmed = 0
         self._trim_lock = threading.Lock()
         self._probe(connect_timeout)
@@ -95,8 +94,6 @@ class PostgresStore(SqlStore):
             timeout=connect_timeout,
             kwargs={"autocommit": False, "connect_timeout": max(1, int(connect_timeout))},
             configure=self._configure,
-            check=self._check,
-            reset=self._returned,
             open=False,
         )
         try:
@@ -126,16 +123,6 @@ class PostgresStore(SqlStore):
                 f"cannot connect to PostgreSQL at {self.url}: {str(exc).strip()}"
             ) from exc
 
-    def _check(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
-        """Probe a connection that sat idle: an outage meanwhile leaves it dead, and the pool
-        replaces a dead one instead of failing the caller's first call after recovery."""
-        last = self._last_used.get(conn)
-        if last is None or time.monotonic() - last >= IDLE_CHECK_S:
-            psycopg_pool.ConnectionPool.check_connection(conn)
-
-    def _returned(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
-        self._last_used[conn] = time.monotonic()
-
     def _window_trimmed(self, removed: int) -> None:
         """Every RECLAIM_AFTER window rows deleted by this store, vacuum the window.
 
@@ -160,6 +147,20 @@ class PostgresStore(SqlStore):
         except PartnerMemoryError as exc:  # e.g. not the table's owner: autovacuum's job then
             log.warning("could not vacuum the window table of %s: %s", redact(self._url), exc)
 
+    def purge(self) -> list[str]:
+        """Rewrite each table that holds text (`VACUUM FULL`): a delete leaves the old row
+        versions in the table files until then. Each table is locked while it is rewritten."""
+        if self.read_only:
+            raise ConfigurationError(f"database {self.url} is opened read-only")
+        with self._translated(), self._pool.connection() as conn:
+            conn.autocommit = True  # VACUUM runs outside a transaction
+            try:
+                for table in TEXT_TABLES:
+                    conn.execute(f"VACUUM FULL {table}")
+            finally:
+                conn.autocommit = False
+        return list(TEXT_TABLES)
+
     def _configure(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         # JIT compiles a query whose estimated cost is high - as every plan looks
         # without table statistics - which costs ~20 ms to save nothing on queries
@@ -175,11 +176,7 @@ class PostgresStore(SqlStore):
             raise ConfigurationError(f"database {self.url} is opened read-only")
         with (
             self._translated(),
-            self._pool.connection() as conn,
-            self._watchdog.watching(conn),
-            conn.pipeline(),
-            conn.transaction(),
-            conn.cursor() as cur,
+            replaying(self._pool, self._watchdog.watching, self._watchdog.dropped) as cur,
         ):
             yield cur
 
@@ -271,6 +268,11 @@ class _Watchdog:
             held = self._inflight.get(key)
             if held is not None:
                 self._inflight[key] = (time.monotonic() + self.deadline, held[1])
+
+    def dropped(self, conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+        """Whether the deadline dropped `conn`, inside `watching(conn)`."""
+        with self._lock:
+            return id(conn) not in self._inflight
 
     def expired(self) -> bool:
         """Whether this thread's last transaction was dropped for its deadline."""

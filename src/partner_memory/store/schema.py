@@ -38,6 +38,19 @@ def migration_steps(dialect: Dialect) -> list[list[str]]:
     return steps
 
 
+#: The tables holding text a forget removes (names, messages, summaries, the window,
+#: the rolling log, recall's terms and topics, the recall block): what a purge rewrites.
+TEXT_TABLES = (
+    "namespaces",
+    "messages",
+    "slices",
+    "trajectory",
+    "rollings",
+    "recall_docs",
+    "topics",
+    "activations",
+)
+
 MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
     (
         """CREATE TABLE namespaces (

@@ -20,6 +20,7 @@ from partner_memory.model import (
     UnitUpdate,
 )
 from partner_memory.store.base import UnitWrite
+from partner_memory.store.glob import glob_regex
 from partner_memory.store.schema import MIGRATIONS, SCHEMA_TABLE, migration_steps
 from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
@@ -156,12 +157,24 @@ class SqlStore(ForgetSql, DumpSql):
             row = self._run(cur, _NAMESPACE_COLUMNS + " WHERE n.name = ?", (namespace,)).fetchone()
         return None if row is None else _namespace_info(row)
 
+    def _matching(self, pattern: str | None) -> tuple[str, list[object]]:
+        """` AND` the condition keeping names `pattern` matches, and its parameter."""
+        if pattern is None:
+            return "", []
+        if not self.dialect.glob_as_regex:
+            return " AND " + self.dialect.name_glob.format(column="n.name"), [pattern]
+        regex = glob_regex(pattern)
+        if regex is None:
+            return " AND 1 = 0", []
+        return " AND " + self.dialect.name_glob.format(column="n.name"), [regex]
+
     def list_namespaces(
-        self, *, limit: int | None = None, after: str | None = None
+        self, *, limit: int | None = None, after: str | None = None, matching: str | None = None
     ) -> list[NamespaceInfo]:
-        query, params = _NAMESPACE_COLUMNS, list[object]()
+        condition, params = self._matching(matching)
+        query = _NAMESPACE_COLUMNS + " WHERE 1 = 1" + condition
         if after is not None:
-            query, params = query + " WHERE n.name > ?", [after]
+            query, params = query + " AND n.name > ?", [*params, after]
         query += " ORDER BY n.name"
         if limit is not None:
             query, params = query + " LIMIT ?", [*params, limit]
@@ -169,16 +182,24 @@ class SqlStore(ForgetSql, DumpSql):
             rows = self._run(cur, query, params).fetchall()
         return [_namespace_info(r) for r in rows]
 
-    def count_namespaces(self) -> int:
+    def count_namespaces(self, *, matching: str | None = None) -> int:
+        condition, params = self._matching(matching)
+        query = "SELECT COUNT(*) FROM namespaces n WHERE 1 = 1" + condition
         with self._transaction(write=False) as cur:
-            return int(self._run(cur, "SELECT COUNT(*) FROM namespaces").fetchone()[0])
+            return int(self._run(cur, query, params).fetchone()[0])
 
     def namespace_overviews(
-        self, *, limit: int, after: str | None = None, search: str | None = None
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        search: str | None = None,
+        matching: str | None = None,
     ) -> list[NamespaceOverview]:
-        query, params = _OVERVIEW_COLUMNS + " WHERE 1 = 1", list[object]()
+        condition, params = self._matching(matching)
+        query = _OVERVIEW_COLUMNS + " WHERE 1 = 1" + condition
         if after is not None:
-            query, params = query + " AND n.name > ?", [after]
+            query, params = query + " AND n.name > ?", [*params, after]
         if search:
             escaped = search.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             query += " AND LOWER(n.name) LIKE ? ESCAPE '\\'"

@@ -15,6 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from partner_memory.errors import (
     StorageUnavailableError,
 )
 from partner_memory.store.dialect import SQLITE
+from partner_memory.store.schema import SCHEMA_TABLE
 from partner_memory.store.sql import SqlStore
 from partner_memory.store.sql_base import Cursor, message_key
 
@@ -34,6 +36,11 @@ Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 #: Connections one store opens at most: enough for the readers of a busy
 #: process (writers take turns anyway), few enough to stay cheap.
 POOL_SIZE = 8
+
+
+def _glob(name: str, pattern: str) -> bool:
+    """`pm_glob`: the key rule itself (`fnmatchcase`), so SQL filters as a key allows."""
+    return fnmatchcase(name, pattern)
 
 
 class SQLiteStore(SqlStore):
@@ -54,6 +61,10 @@ class SQLiteStore(SqlStore):
         self.read_only = read_only
         if self._path.is_dir():
             raise ConfigurationError(f"database path {self._path} is a directory, not a file")
+        if self._path.exists() and not self._path.is_file():  # a FIFO would block for ever
+            raise ConfigurationError(
+                f"database path {self._path} is not a regular file (a device, FIFO or socket)"
+            )
         if (read_only or not create) and not self._path.exists():
             raise ConfigurationError(f"database file {self._path} does not exist")
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
@@ -68,6 +79,7 @@ class SQLiteStore(SqlStore):
         # whose sleep-and-retry starves a writer that competes with a busy one.
         self._write_lock = threading.Lock()
         self._closed = False
+        self._refuse_foreign()
         try:
             self.open_schema()
         except BaseException:
@@ -120,8 +132,12 @@ class SQLiteStore(SqlStore):
                     conn.execute("PRAGMA journal_mode = WAL")
                     conn.execute(f"PRAGMA synchronous = {self._synchronous}")
                 conn.execute("PRAGMA foreign_keys = ON")
+                # deleted text is overwritten with zeros, in the file and its WAL (the
+                # default of some builds only: forgetting must not depend on the build)
+                conn.execute("PRAGMA secure_delete = ON")
                 # the lookup key of a message id, for the migration that adds it
                 conn.create_function("pm_id_key", 1, message_key, deterministic=True)
+                conn.create_function("pm_glob", 2, _glob, deterministic=True)
             except BaseException:
                 conn.close()
                 raise
@@ -130,6 +146,9 @@ class SQLiteStore(SqlStore):
     def _open_connection(self) -> sqlite3.Connection:
         if not self.read_only:
             return self._sqlite_connect(self._path, uri=False)
+        return self._read_only_connection()
+
+    def _read_only_connection(self) -> sqlite3.Connection:
         uri = f"file:{quote(str(self._path.absolute()))}?mode=ro"
         conn = self._sqlite_connect(uri, uri=True)
         try:
@@ -173,6 +192,49 @@ class SQLiteStore(SqlStore):
 
     def _lock_schema(self, cur: Cursor) -> None:
         """Nothing to do: the migration's BEGIN IMMEDIATE already holds the write lock."""
+
+    def _refuse_foreign(self) -> None:
+        """Another application's database (tables, none of ours) is never given our schema,
+        nor even WAL mode: it is looked at read-only, before any connection of ours."""
+        if not self._path.exists() or self._path.stat().st_size == 0:
+            return
+        with self._translated():
+            conn = self._read_only_connection()
+            try:
+                names = [
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table'"
+                        " AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                    )
+                ]
+            finally:
+                conn.close()
+        if names and SCHEMA_TABLE not in names:
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            raise ConfigurationError(
+                f"{self._path} is another application's SQLite database (tables: {shown}):"
+                " partner-memory keeps its memory in a file of its own"
+            )
+
+    def purge(self) -> list[str]:
+        """Deleted text is already zeroed (`secure_delete`); this also empties the WAL,
+        whose older frames may still hold pages as they were before a forget."""
+        if self.read_only:
+            raise ConfigurationError(f"database {self._path} is opened read-only")
+        with self._write_lock:
+            conn = self._borrow()
+            try:
+                with self._translated():
+                    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                self._give_back(conn)
+        if busy:
+            raise StorageUnavailableError(
+                f"database {self._path}: a reader kept the WAL from being emptied; purge again"
+                " when it is idle"
+            )
+        return ["wal"]
 
     @contextmanager
     def _translated(self) -> Iterator[None]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message
@@ -46,3 +48,12 @@ def run_in_threads(work: Callable[[int], object], count: int) -> list[BaseExcept
     for thread in threads:
         thread.join()
     return failures
+
+
+#: The LoCoMo dev conversations: PARTNER_MEMORY_LOCOMO_DIR, else shared/ beside the clone.
+LOCOMO_DIR = Path(
+    os.environ.get(
+        "PARTNER_MEMORY_LOCOMO_DIR",
+        Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo-dev",
+    )
+)

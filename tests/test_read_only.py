@@ -65,7 +65,10 @@ def test_read_commands_answer_while_another_process_writes(store_url: str) -> No
     core_store.close()
     hold = HOLD_POSTGRES if store_url.startswith("postgresql") else HOLD_SQLITE
     holder = subprocess.Popen(
-        [sys.executable, "-c", hold, store_url, "15"], stdout=subprocess.PIPE, text=True
+        # held until killed below: however slowly the commands run on a loaded machine
+        [sys.executable, "-c", hold, store_url, "3600"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None

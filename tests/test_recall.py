@@ -13,6 +13,7 @@ from partner_memory.cli import app
 from partner_memory.interop import copy_memory, import_partner_state
 from partner_memory.recall.results import RecallResult
 from partner_memory.store import MemoryStore, open_store
+from tests.helpers import LOCOMO_DIR
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "partner-state"
 DAY = 86_400_000
@@ -162,19 +163,17 @@ def test_cli_recall(store_url: str) -> None:
     assert "k must" in bad.output
 
 
-LOCOMO = Path(__file__).parent.parent.parent / "shared" / "data" / "locomo-dev"
-
-
-@pytest.mark.skipif(not (LOCOMO / "conv-26.json").exists(), reason="LoCoMo dev files absent")
+@pytest.mark.skipif(
+    not (LOCOMO_DIR / "conv-26.json").exists(),
+    reason=f"LoCoMo dev files absent from {LOCOMO_DIR} (set PARTNER_MEMORY_LOCOMO_DIR)",
+)
 def test_bench_locomo_through_the_whole_pipeline(tmp_path: Path) -> None:
     """Ingested, rolled, indexed by the consumer, recalled: the issue's targets with the
     default offline install (words and the static embedder), meaning adding to words,
     and well above plain BM25 over single turns."""
     import json
-    import os
 
-    directory = Path(os.environ.get("PARTNER_MEMORY_LOCOMO_DIR", LOCOMO))
-    done = CliRunner().invoke(app, ["bench", "locomo", str(directory), "--json"])
+    done = CliRunner().invoke(app, ["bench", "locomo", str(LOCOMO_DIR), "--json"])
     assert done.exit_code == 0, done.output
     report = json.loads(done.output)
     ours, words, plain = report["systems"]

@@ -19,13 +19,10 @@ from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.ingest.transcripts import parse_locomo_date
 from partner_memory.memory import PartnerMemory
 from partner_memory.store import MemoryStore, open_store
-from tests.helpers import assert_unit_consistent
+from tests.helpers import LOCOMO_DIR, assert_unit_consistent
 
 ROOT = Path(__file__).parent.parent
-LOCOMO = Path(
-    os.environ.get("PARTNER_MEMORY_LOCOMO_DIR", ROOT.parent / "shared" / "data" / "locomo-dev")
-)
-CONV = LOCOMO / "conv-30.json"
+CONV = LOCOMO_DIR / "conv-30.json"
 MINI = Path(__file__).parent / "data" / "locomo-mini.json"  # our own text, LoCoMo's format
 
 needs_locomo = pytest.mark.skipif(
@@ -171,7 +168,7 @@ def test_sigkill_during_ingest_then_rerun(store_url: str, tmp_path: Path) -> Non
     env = dict(
         os.environ, PYTHONPATH=str(ROOT / "src"), PARTNER_MEMORY_ROLLING_REPLAY_GROUP_MESSAGES="40"
     )
-    conv = LOCOMO / "conv-43.json"
+    conv = LOCOMO_DIR / "conv-43.json"
     expected = sorted(m.metadata["dia_id"] for m in read_transcript(conv).messages)
     rng = random.Random(26)
     started = time.monotonic()

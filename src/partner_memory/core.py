@@ -64,9 +64,9 @@ class MemoryCore:
         self._namespace = check_namespace(namespace)
         self._clock = clock
         self._lock = threading.Lock()
-        if create:
-            store.ensure_namespace(self._namespace, new_id())
-        elif store.get_namespace(self._namespace) is None:
+        if create and not (store.read_only and store.get_namespace(self._namespace)):
+            store.ensure_namespace(self._namespace, new_id())  # a read-only store refuses it
+        elif not create and store.get_namespace(self._namespace) is None:
             first = store.list_namespaces(limit=KNOWN_SHOWN + 1)
             known = ", ".join(repr(n.name) for n in first[:KNOWN_SHOWN]) or "none"
             if len(first) > KNOWN_SHOWN:
@@ -85,7 +85,7 @@ class MemoryCore:
     def memory_session_id(self) -> str:
         """The session whose unit the next update extends (R4)."""
         info = self._store.get_namespace(self._namespace)
-        if info is None:  # pragma: no cover - namespaces are never deleted
+        if info is None:  # forgotten since this core was made
             raise NotFoundError(f"namespace {self._namespace!r} not found")
         return info.memory_session_id
 

@@ -83,6 +83,7 @@ class MemoryService:
             raise InvalidInputError(
                 f"compressor has no compress(messages, meter) method: {type(compressor).__name__}"
             )
+        self._owns_compressor = compressor is None
         self.compressor = compressor or self._compressor()
         self.leases = LeaseKeeper(store, self.settings.lease_ttl_s, on_acquire=self._start)
         self.executor = ThreadPoolExecutor(max(1, rolling_workers), thread_name_prefix="pm-rolling")
@@ -344,6 +345,8 @@ class MemoryService:
             scheduler.join()
         self.executor.shutdown(wait=True)
         self.dispatcher.close()
+        if self._owns_compressor and isinstance(self.compressor, LLMCompressor):
+            self.compressor.close()
         with self._lock:
             self._handles.clear()
             self._watched.clear()

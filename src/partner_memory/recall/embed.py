@@ -193,13 +193,16 @@ class EmbeddingSettings:
 
 
 _STATIC: list[StaticEmbedder] = []
+_STATIC_LOCK = threading.Lock()
 
 
 def _static() -> StaticEmbedder:
-    """One static model per process (it is read-only and thread-safe once loaded)."""
-    if not _STATIC:
-        _STATIC.append(StaticEmbedder())
-    return _STATIC[0]
+    """One static model per process (it is read-only and thread-safe once loaded); two
+    services made at once in two threads share it too."""
+    with _STATIC_LOCK:
+        if not _STATIC:
+            _STATIC.append(StaticEmbedder())
+        return _STATIC[0]
 
 
 def embed_bounded(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

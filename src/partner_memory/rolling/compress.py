@@ -11,6 +11,7 @@ so one pasted document cannot overflow its context or the token budget.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
@@ -92,7 +93,11 @@ class LLMCompressor(TruncatingCompressor):
     ) -> None:
         super().__init__(threshold, limit, window)
         self._client = client
+        # one pool for the compressor's life (the service closes it), made on first need:
+        # rollings that compress nothing never start its threads
         self._parallelism = parallelism
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def _one(self, message: Message, meter: UsageMeter) -> Message:
         body = self._long(message)
@@ -116,5 +121,17 @@ class LLMCompressor(TruncatingCompressor):
     def compress(self, messages: Sequence[Message], meter: UsageMeter) -> list[Message]:
         if not any(self._long(m) is not None for m in messages):
             return list(messages)
-        with ThreadPoolExecutor(self._parallelism, thread_name_prefix="pm-compress") as pool:
-            return list(pool.map(lambda m: self._one(m, meter), messages))
+        return list(self._workers().map(lambda m: self._one(m, meter), messages))
+
+    def _workers(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._parallelism, thread_name_prefix="pm-compress")
+            return self._pool
+
+    def close(self) -> None:
+        """Stop the compressor's threads (the service does, when it closes)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)

@@ -17,8 +17,6 @@ from enum import StrEnum
 class Capability(StrEnum):
     """Optional store features a backend may declare; the contract suite skips what is absent."""
 
-    #: Word search over messages and summaries (FTS5, tsvector).
-    FULL_TEXT_SEARCH = "full_text_search"
     #: Several hosts may open the store at once (not just processes of one machine).
     SHARED_ACROSS_HOSTS = "shared_across_hosts"
 

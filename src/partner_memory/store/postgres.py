@@ -222,6 +222,11 @@ class PostgresStore(SqlStore):
                 f"PostgreSQL at {self.url} refused a statement: {exc}"
             ) from exc
 
+    @property
+    def open_connections(self) -> int:
+        """Connections the pool holds open now (it grows on demand up to its maximum)."""
+        return int(self._pool.get_stats().get("pool_size", 0))
+
     def close(self) -> None:
         self._watchdog.stop()
         self._pool.close()

@@ -17,13 +17,21 @@ SCHEMA_TABLE = "partner_memory_schema"
 
 @dataclass(frozen=True, slots=True)
 class PerBackend:
-    """One statement spelled per dialect name; a backend missing from it skips the statement."""
+    """One statement spelled per dialect name; `SKIP` where a backend needs none. Each
+    backend must be named: one left out would silently miss the step."""
 
-    sqlite: str = ""
-    postgresql: str = ""
+    sqlite: str
+    postgresql: str
 
     def for_dialect(self, dialect: Dialect) -> str:
-        return str(getattr(self, dialect.name, ""))
+        spelled = getattr(self, dialect.name, None)
+        if not isinstance(spelled, str):
+            raise ValueError(f"migration statement not spelled for {dialect.name}: {self!r}")
+        return "" if spelled == SKIP else spelled
+
+
+#: A `PerBackend` spelling: this backend needs no statement here.
+SKIP = "-- nothing for this backend"
 
 
 Statement = str | PerBackend

@@ -37,7 +37,7 @@ from partner_memory.rolling import (
 )
 from partner_memory.service import MemoryService
 from partner_memory.settings import StoreSettings
-from partner_memory.store import Capability, LogTransaction, MemoryStore, open_store
+from partner_memory.store import Capability, KeptText, LogTransaction, MemoryStore, open_store
 from partner_memory.trajectory import Turn
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "DurableConsumer",
     "EmbeddingRejected",
     "InvalidInputError",
+    "KeptText",
     "LLMError",
     "LLMSettings",
     "LogEntry",

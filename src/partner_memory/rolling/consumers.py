@@ -17,9 +17,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from partner_memory.clock import Clock
-from partner_memory.errors import PartnerMemoryError
+from partner_memory.errors import InvalidInputError, PartnerMemoryError
 from partner_memory.model import LogEntry
-from partner_memory.store.base import LogTransaction, MemoryStore
+from partner_memory.store.base import KeptText, LogTransaction, MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,9 @@ class DurableConsumer(Protocol):
     def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
         """Process one rolling inside the transaction that advances the position."""
         ...
+
+    # Optional: `keeps: Sequence[KeptText]`, the consumer's tables that hold memory's
+    # text; a forget deletes their rows it concerns (in any process).
 
 
 @runtime_checkable
@@ -112,7 +115,11 @@ class ConsumerDispatcher:
         with self._lock:
             if any(c.name == consumer.name for c in self._durable):
                 return self.submit(lambda: None)
+        kept = tuple(getattr(consumer, "keeps", ()))
+        if not all(isinstance(k, KeptText) for k in kept):
+            raise InvalidInputError(f"consumer {consumer.name!r}: keeps must hold KeptText")
         self._store.run_in_transaction(consumer.setup)
+        self._store.declare_kept_text(consumer.name, kept)
         with self._lock:
             self._durable.append(consumer)
         return self.submit(self._catch_up, [consumer])

@@ -8,6 +8,7 @@ from partner_memory.errors import ConfigurationError
 from partner_memory.settings import DEFAULT_BUSY_TIMEOUT, DEFAULT_PG_DEADLINE
 from partner_memory.store.base import (
     CommittedRolling,
+    KeptText,
     LogStore,
     LogTransaction,
     MemoryStore,
@@ -23,6 +24,7 @@ __all__ = [
     "Capability",
     "CommittedRolling",
     "Dialect",
+    "KeptText",
     "LogStore",
     "LogTransaction",
     "MemoryStore",

@@ -12,10 +12,12 @@ ConflictError, and an unreachable or locked database StorageUnavailableError.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from partner_memory.errors import InvalidInputError
 from partner_memory.model import (
     Activation,
     ConsumerStatus,
@@ -103,6 +105,39 @@ class RecallRow(NamedTuple):
     terms: str
     #: Its meaning as signed bytes (`recall.embed`), None when no embedder made one.
     vector: bytes | None = None
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True, slots=True)
+class KeptText:
+    """A durable consumer's own table that holds memory's text, and the columns saying
+    whose: its namespace (the name), and at least one of the unit, slice or message id.
+    A forget deletes the rows it concerns in its own transaction, whichever process
+    forgets (the declaration is kept in the database), by the most precise key the
+    table has: forgetting messages removes their rows, else the rows of the slices or
+    units that held them (what was drawn from them); forgetting a unit removes its
+    rows, else those of its slices or messages."""
+
+    table: str
+    namespace: str = "namespace"
+    unit: str | None = None
+    slice: str | None = None
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        named = [self.table, self.namespace, self.unit, self.slice, self.message]
+        for name in named:
+            if name is not None and not (isinstance(name, str) and _IDENTIFIER.fullmatch(name)):
+                raise InvalidInputError(
+                    f"KeptText names a table or column {name!r}: use a plain SQL identifier"
+                )
+        if self.unit is None and self.slice is None and self.message is None:
+            raise InvalidInputError(
+                f"KeptText {self.table!r} needs a unit, slice or message column to say"
+                " which rows a forget removes"
+            )
 
 
 class Located(NamedTuple):
@@ -574,6 +609,10 @@ class LogStore(Protocol):
     ) -> None: ...
 
     def consumer_status(self, namespace: str) -> list[ConsumerStatus]: ...
+
+    def declare_kept_text(self, consumer: str, kept: Sequence[KeptText]) -> None:
+        """Record (replacing what it said before) where `consumer` keeps memory's text."""
+        ...
 
     def rolling_totals(self, namespace: str) -> RollingTotals: ...
 

@@ -148,18 +148,21 @@ class PostgresStore(SqlStore):
             log.warning("could not vacuum the window table of %s: %s", redact(self._url), exc)
 
     def purge(self) -> list[str]:
-        """Rewrite each table that holds text (`VACUUM FULL`): a delete leaves the old row
-        versions in the table files until then. Each table is locked while it is rewritten."""
+        """Rewrite each table that holds text (`VACUUM FULL`), consumers' declared ones too: a
+        delete leaves the old row versions in the table files until then. Each table is
+        locked while it is rewritten."""
         if self.read_only:
             raise ConfigurationError(f"database {self.url} is opened read-only")
+        with self._transaction(write=False) as cur:  # consumers' tables that keep text too
+            tables = [*TEXT_TABLES, *(k.table for k in self._kept(cur))]
         with self._translated(), self._pool.connection() as conn:
             conn.autocommit = True  # VACUUM runs outside a transaction
             try:
-                for table in TEXT_TABLES:
+                for table in dict.fromkeys(tables):
                     conn.execute(f"VACUUM FULL {table}")
             finally:
                 conn.autocommit = False
-        return list(TEXT_TABLES)
+        return list(dict.fromkeys(tables))
 
     def _configure(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         # JIT compiles a query whose estimated cost is high - as every plan looks

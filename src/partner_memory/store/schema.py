@@ -296,4 +296,17 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
             slice_keys TEXT NOT NULL
         )""",
     ),
+    # Step 10: the tables of durable consumers that keep memory's text, and the
+    # columns that say whose it is: a forget, in any process, deletes their rows.
+    (
+        """CREATE TABLE consumer_text (
+            consumer TEXT NOT NULL,
+            table_name TEXT NOT NULL,
+            namespace_column TEXT NOT NULL,
+            unit_column TEXT,
+            slice_column TEXT,
+            message_column TEXT,
+            PRIMARY KEY (consumer, table_name)
+        )""",
+    ),
 )

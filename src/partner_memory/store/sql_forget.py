@@ -6,7 +6,9 @@ that held it get the summaries the caller made from what remains. A
 forgotten unit or namespace is deleted. Either way the recall rows and the
 topics of the slices concerned go with it, the window loses it, and the
 namespace's generation moves on, so every process rebuilds what it derived
-(its recall index, its context blocks).
+(its recall index, its context blocks). The rows durable consumers keep of
+that text (`KeptText`, declared in `consumer_text`) are deleted in the same
+transaction, whichever process forgets.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from partner_memory.errors import NotFoundError
-from partner_memory.store.base import Located, Resummary
+from partner_memory.store.base import KeptText, Located, Resummary
 from partner_memory.store.sql_base import Cursor
 from partner_memory.store.sql_context import ContextSql
 from partner_memory.store.sql_window import chunks, in_list
@@ -101,6 +103,14 @@ class ForgetSql(ContextSql):
                 messages=set(message_ids),
                 slices={change.slice_id for change in resummaries},
             )
+            units = self._unit_ids(cur, {int(r[1]) for r in stored})
+            self._forget_kept(
+                cur,
+                namespace,
+                messages=list(message_ids),
+                slices=[change.slice_id for change in resummaries],
+                units=units,
+            )
             self._moved_on(cur, namespace_id)
             self._record(cur, namespace, "message", message_ids, at)
         return len(found)
@@ -116,6 +126,7 @@ class ForgetSql(ContextSql):
             if row is None:
                 raise NotFoundError(f"unit {unit_id!r} not found in namespace {namespace!r}")
             unit_pk, slices = int(row[0]), int(row[1])
+            self._forget_kept(cur, namespace, units=[unit_id], unit_pk=unit_pk)
             for table in ("recall_docs", "topics", "messages", "slices"):
                 self._run(cur, f"DELETE FROM {table} WHERE unit_pk = ?", (unit_pk,))
             self._run(
@@ -137,6 +148,7 @@ class ForgetSql(ContextSql):
     def forget_namespace(self, namespace: str, *, at: int) -> None:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace, lock=True)
+            self._forget_kept(cur, namespace, whole=True)
             by_unit = "unit_pk IN (SELECT pk FROM units WHERE namespace_id = ?)"
             for table in ("recall_docs", "messages", "slices"):
                 self._run(cur, f"DELETE FROM {table} WHERE {by_unit}", (namespace_id,))
@@ -162,6 +174,84 @@ class ForgetSql(ContextSql):
                 (namespace, limit),
             ).fetchall()
         return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+    def declare_kept_text(self, consumer: str, kept: Sequence[KeptText]) -> None:
+        with self._transaction(write=True) as cur:
+            self._run(cur, "DELETE FROM consumer_text WHERE consumer = ?", (consumer,))
+            rows = [(consumer, k.table, k.namespace, k.unit, k.slice, k.message) for k in kept]
+            if rows:
+                self._insert_rows(
+                    cur,
+                    "consumer_text",
+                    "consumer, table_name, namespace_column, unit_column, slice_column,"
+                    " message_column",
+                    rows,
+                )
+
+    def _kept(self, cur: Cursor) -> list[KeptText]:
+        """Every declared table that still exists (a consumer may have dropped its own)."""
+        rows = self._run(
+            cur,
+            "SELECT table_name, namespace_column, unit_column, slice_column, message_column"
+            " FROM consumer_text ORDER BY consumer, table_name",
+        ).fetchall()
+        kept = [KeptText(str(r[0]), str(r[1]), r[2], r[3], r[4]) for r in rows]
+        return [k for k in kept if self._run(cur, self.dialect.has_table, (k.table,)).fetchone()]
+
+    def _forget_kept(
+        self,
+        cur: Cursor,
+        namespace: str,
+        *,
+        messages: Sequence[str] = (),
+        slices: Sequence[str] = (),
+        units: Sequence[str] = (),
+        unit_pk: int | None = None,
+        whole: bool = False,
+    ) -> None:
+        """Delete what consumers keep of what is forgotten: a whole namespace, a unit (with
+        its slices and messages, read before they go), or messages with the slices and
+        units that held them."""
+        kept = self._kept(cur)
+        if not kept:
+            return
+        if unit_pk is not None:  # a unit: its slices and messages by id, for tables keyed so
+            slices = [
+                str(r[0])
+                for r in self._run(
+                    cur, "SELECT slice_id FROM slices WHERE unit_pk = ?", (unit_pk,)
+                ).fetchall()
+            ]
+            messages = [
+                str(r[0])
+                for r in self._run(
+                    cur, "SELECT message_id FROM messages WHERE unit_pk = ?", (unit_pk,)
+                ).fetchall()
+            ]
+        for table in kept:
+            where = f"DELETE FROM {table.table} WHERE {table.namespace} = ?"
+            if whole:
+                self._run(cur, where, (namespace,))
+                continue
+            # the most precise key the table has: by message when messages are forgotten,
+            # by unit when a unit is; else what holds or is held by what is forgotten
+            keyed = [(table.message, messages), (table.slice, slices), (table.unit, units)]
+            if unit_pk is not None:
+                keyed.reverse()
+            column, ids = next((c, i) for c, i in keyed if c is not None)
+            for chunk in chunks(list(dict.fromkeys(ids))):
+                self._run(
+                    cur, f"{where} AND {column} IN {in_list(len(chunk))}", (namespace, *chunk)
+                )
+
+    def _unit_ids(self, cur: Cursor, unit_pks: set[int]) -> list[str]:
+        found: list[str] = []
+        for chunk in chunks(sorted(unit_pks)):
+            rows = self._run(
+                cur, f"SELECT unit_id FROM units WHERE pk IN {in_list(len(chunk))}", chunk
+            ).fetchall()
+            found += (str(r[0]) for r in rows)
+        return found
 
     def _moved_on(self, cur: Cursor, namespace_id: int) -> None:
         self._run(

@@ -8,7 +8,7 @@ time. Nothing here is cached.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from partner_memory.errors import (
     ConflictError,
@@ -28,12 +28,13 @@ from partner_memory.store.sql_base import (
 )
 
 #: Ids per `IN (...)` list.
+T = TypeVar("T")
 ID_CHUNK = 500
 #: A namespace's id from its name (one `?`), for statements sent without waiting.
 _BY_NAME = "(SELECT id FROM namespaces WHERE name = ?)"
 
 
-def chunks(items: Sequence[str], size: int = ID_CHUNK) -> Iterable[Sequence[str]]:
+def chunks(items: Sequence[T], size: int = ID_CHUNK) -> Iterable[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 

@@ -124,9 +124,8 @@ class ReplayingCursor:
         self._retried = True
         log.info("a PostgreSQL connection died before any answer: sending the transaction again")
         self._pool.check()  # the outage left its other connections dead too
-        attempt = _Attempt()
+        attempt = self._opened()  # a failure to open now is not retried again
         try:
-            attempt.open(self._pool, self._watch)
             for query, params in self._sent or ():
                 attempt.cursor.execute(query, params)
         except BaseException as again:

@@ -41,9 +41,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "PostgreSQL support needs the 'postgres' extra: pip install 'partner-memory[postgres]'"
     ) from exc
 
-#: A transaction whose server has not answered for this many seconds (since it began
-#: or since its last statement) has its connection dropped.
-DEFAULT_TRANSACTION_DEADLINE = DEFAULT_PG_DEADLINE
 #: Window rows deleted by one store between two vacuums of the window table.
 RECLAIM_AFTER = 5_000
 
@@ -79,7 +76,7 @@ class PostgresStore(SqlStore):
         max_connections: int = 8,
         connect_timeout: float = 10.0,
         read_only: bool = False,
-        transaction_deadline: float = DEFAULT_TRANSACTION_DEADLINE,
+        transaction_deadline: float = DEFAULT_PG_DEADLINE,
     ) -> None:
         self._url = url
         self.read_only = read_only
@@ -138,12 +135,7 @@ class PostgresStore(SqlStore):
                 return
             self._trimmed = 0
         try:
-            with self._translated(), self._pool.connection() as conn:
-                conn.autocommit = True  # VACUUM runs outside a transaction
-                try:
-                    conn.execute("VACUUM trajectory")
-                finally:
-                    conn.autocommit = False
+            self._vacuum(["trajectory"])
         except PartnerMemoryError as exc:  # e.g. not the table's owner: autovacuum's job then
             log.warning("could not vacuum the window table of %s: %s", redact(self._url), exc)
 
@@ -154,15 +146,18 @@ class PostgresStore(SqlStore):
         if self.read_only:
             raise ConfigurationError(f"database {self.url} is opened read-only")
         with self._transaction(write=False) as cur:  # consumers' tables that keep text too
-            tables = [*TEXT_TABLES, *(k.table for k in self._kept(cur))]
+            tables = list(dict.fromkeys([*TEXT_TABLES, *(k.table for k in self._kept(cur))]))
+        self._vacuum(tables, full=True)
+        return tables
+
+    def _vacuum(self, tables: Sequence[str], *, full: bool = False) -> None:
         with self._translated(), self._pool.connection() as conn:
             conn.autocommit = True  # VACUUM runs outside a transaction
             try:
-                for table in dict.fromkeys(tables):
-                    conn.execute(f"VACUUM FULL {table}")
+                for table in tables:
+                    conn.execute(f"VACUUM {'FULL ' if full else ''}{table}")
             finally:
                 conn.autocommit = False
-        return list(dict.fromkeys(tables))
 
     def _configure(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         # JIT compiles a query whose estimated cost is high - as every plan looks

@@ -161,12 +161,10 @@ class SqlStore(ForgetSql, DumpSql):
         """` AND` the condition keeping names `pattern` matches, and its parameter."""
         if pattern is None:
             return "", []
-        if not self.dialect.glob_as_regex:
-            return " AND " + self.dialect.name_glob.format(column="n.name"), [pattern]
-        regex = glob_regex(pattern)
-        if regex is None:
+        param = glob_regex(pattern) if self.dialect.glob_as_regex else pattern
+        if param is None:  # a glob that matches nothing
             return " AND 1 = 0", []
-        return " AND " + self.dialect.name_glob.format(column="n.name"), [regex]
+        return " AND " + self.dialect.name_glob.format(column="n.name"), [param]
 
     def list_namespaces(
         self, *, limit: int | None = None, after: str | None = None, matching: str | None = None

@@ -13,7 +13,7 @@ transaction, whichever process forgets.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from partner_memory.errors import NotFoundError
 from partner_memory.store.base import KeptText, Located, Resummary
@@ -103,13 +103,15 @@ class ForgetSql(ContextSql):
                 messages=set(message_ids),
                 slices={change.slice_id for change in resummaries},
             )
-            units = self._unit_ids(cur, {int(r[1]) for r in stored})
+            unit_pks = sorted({int(r[1]) for r in stored})
             self._forget_kept(
                 cur,
                 namespace,
-                messages=list(message_ids),
-                slices=[change.slice_id for change in resummaries],
-                units=units,
+                [  # the most precise key a table has: its messages, else what held them
+                    ("message", lambda: message_ids),
+                    ("slice", lambda: [change.slice_id for change in resummaries]),
+                    ("unit", lambda: self._column_of(cur, "unit_id", "units", "pk", unit_pks)),
+                ],
             )
             self._moved_on(cur, namespace_id)
             self._record(cur, namespace, "message", message_ids, at)
@@ -126,7 +128,23 @@ class ForgetSql(ContextSql):
             if row is None:
                 raise NotFoundError(f"unit {unit_id!r} not found in namespace {namespace!r}")
             unit_pk, slices = int(row[0]), int(row[1])
-            self._forget_kept(cur, namespace, units=[unit_id], unit_pk=unit_pk)
+            self._forget_kept(
+                cur,
+                namespace,
+                [  # the unit's rows, else those of its slices or messages (read before they go)
+                    ("unit", lambda: [unit_id]),
+                    (
+                        "slice",
+                        lambda: self._column_of(cur, "slice_id", "slices", "unit_pk", [unit_pk]),
+                    ),
+                    (
+                        "message",
+                        lambda: self._column_of(
+                            cur, "message_id", "messages", "unit_pk", [unit_pk]
+                        ),
+                    ),
+                ],
+            )
             for table in ("recall_docs", "topics", "messages", "slices"):
                 self._run(cur, f"DELETE FROM {table} WHERE unit_pk = ?", (unit_pk,))
             self._run(
@@ -148,7 +166,7 @@ class ForgetSql(ContextSql):
     def forget_namespace(self, namespace: str, *, at: int) -> None:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace, lock=True)
-            self._forget_kept(cur, namespace, whole=True)
+            self._forget_kept(cur, namespace, None)
             by_unit = "unit_pk IN (SELECT pk FROM units WHERE namespace_id = ?)"
             for table in ("recall_docs", "messages", "slices"):
                 self._run(cur, f"DELETE FROM {table} WHERE {by_unit}", (namespace_id,))
@@ -202,53 +220,35 @@ class ForgetSql(ContextSql):
         self,
         cur: Cursor,
         namespace: str,
-        *,
-        messages: Sequence[str] = (),
-        slices: Sequence[str] = (),
-        units: Sequence[str] = (),
-        unit_pk: int | None = None,
-        whole: bool = False,
+        keys: Sequence[tuple[str, Callable[[], Sequence[str]]]] | None,
     ) -> None:
-        """Delete what consumers keep of what is forgotten: a whole namespace, a unit (with
-        its slices and messages, read before they go), or messages with the slices and
-        units that held them."""
+        """Delete what consumers keep of what is forgotten: all of the namespace's rows
+        (`keys` None), else, per table, those of the first key it has a column for - each
+        key's ids read only if a table needs them."""
         kept = self._kept(cur)
-        if not kept:
-            return
-        if unit_pk is not None:  # a unit: its slices and messages by id, for tables keyed so
-            slices = [
-                str(r[0])
-                for r in self._run(
-                    cur, "SELECT slice_id FROM slices WHERE unit_pk = ?", (unit_pk,)
-                ).fetchall()
-            ]
-            messages = [
-                str(r[0])
-                for r in self._run(
-                    cur, "SELECT message_id FROM messages WHERE unit_pk = ?", (unit_pk,)
-                ).fetchall()
-            ]
+        read: dict[str, list[str]] = {}
         for table in kept:
             where = f"DELETE FROM {table.table} WHERE {table.namespace} = ?"
-            if whole:
+            if keys is None:
                 self._run(cur, where, (namespace,))
                 continue
-            # the most precise key the table has: by message when messages are forgotten,
-            # by unit when a unit is; else what holds or is held by what is forgotten
-            keyed = [(table.message, messages), (table.slice, slices), (table.unit, units)]
-            if unit_pk is not None:
-                keyed.reverse()
-            column, ids = next((c, i) for c, i in keyed if c is not None)
-            for chunk in chunks(list(dict.fromkeys(ids))):
+            key, ids = next((k, i) for k, i in keys if getattr(table, k) is not None)
+            if key not in read:
+                read[key] = list(dict.fromkeys(ids()))
+            column = getattr(table, key)
+            for chunk in chunks(read[key]):
                 self._run(
                     cur, f"{where} AND {column} IN {in_list(len(chunk))}", (namespace, *chunk)
                 )
 
-    def _unit_ids(self, cur: Cursor, unit_pks: set[int]) -> list[str]:
+    def _column_of(
+        self, cur: Cursor, column: str, table: str, by: str, keys: Sequence[int]
+    ) -> list[str]:
+        """`column` of the rows of `table` whose `by` is one of `keys`."""
         found: list[str] = []
-        for chunk in chunks(sorted(unit_pks)):
+        for chunk in chunks(keys):
             rows = self._run(
-                cur, f"SELECT unit_id FROM units WHERE pk IN {in_list(len(chunk))}", chunk
+                cur, f"SELECT {column} FROM {table} WHERE {by} IN {in_list(len(chunk))}", chunk
             ).fetchall()
             found += (str(r[0]) for r in rows)
         return found

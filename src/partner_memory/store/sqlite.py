@@ -38,11 +38,6 @@ Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 POOL_SIZE = 8
 
 
-def _glob(name: str, pattern: str) -> bool:
-    """`pm_glob`: the key rule itself (`fnmatchcase`), so SQL filters as a key allows."""
-    return fnmatchcase(name, pattern)
-
-
 class SQLiteStore(SqlStore):
     """A `MemoryStore` in one SQLite file."""
 
@@ -137,7 +132,8 @@ class SQLiteStore(SqlStore):
                 conn.execute("PRAGMA secure_delete = ON")
                 # the lookup key of a message id, for the migration that adds it
                 conn.create_function("pm_id_key", 1, message_key, deterministic=True)
-                conn.create_function("pm_glob", 2, _glob, deterministic=True)
+                # a key's glob, tested by the key rule itself, so SQL filters as a key allows
+                conn.create_function("pm_glob", 2, fnmatchcase, deterministic=True)
             except BaseException:
                 conn.close()
                 raise

@@ -1,7 +1,7 @@
 """A child process for the durable-consumer crash test: records turns until it is killed.
 
 Rollings are frequent (every three turns) and a durable consumer writes one
-row per rolling it processes, slowly, so kills land before, inside and
+record per rolling it processes, slowly, so kills land before, inside and
 after its transactions.
 """
 
@@ -9,32 +9,29 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
+from uuid import uuid4
 
 from partner_memory import (
     LogEntry,
-    LogTransaction,
     MemoryService,
     Message,
+    Record,
     RollingSettings,
     open_store,
 )
+from partner_memory.store import Staged
 
 
 class SeenRollings:
-    """Writes (namespace, seq) of every rolling it processes: twice would show as two rows."""
+    """Records the seq of every rolling it processes, under a key of its own each time:
+    a rolling processed twice would show as two records."""
 
     name = "seen-rollings"
 
-    def setup(self, tx: LogTransaction) -> None:
-        tx.execute(
-            "CREATE TABLE IF NOT EXISTS seen_rollings (namespace TEXT NOT NULL, seq BIGINT NOT NULL)"
-        )
-
-    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
-        tx.execute(
-            "INSERT INTO seen_rollings (namespace, seq) VALUES (?, ?)", (entry.namespace, entry.seq)
-        )
+    def apply(self, entry: LogEntry) -> Sequence[Staged]:
         time.sleep(0.003)
+        return [Record(f"{entry.seq:09d}-{uuid4().hex}", entry.seq)]
 
 
 def main(database: str, turns: str) -> None:

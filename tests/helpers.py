@@ -6,9 +6,21 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message
+
+
+def raw_sql(store: object, query: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run `?`-style SQL in one write transaction of a SQL backend (a test reaching past
+    the contract, to break or inspect what it would never let a caller touch)."""
+    from partner_memory.store.sql_base import SqlBase
+
+    assert isinstance(store, SqlBase), type(store)
+    with store._transaction(write=True) as cur:
+        store._run(cur, query, params)
+        return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
 
 def messages(n: int, tag: str = "m", role: str = "user") -> list[Message]:

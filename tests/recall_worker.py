@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 
-from partner_memory import LogEntry, LogTransaction, MemoryService, Message, open_store
+from partner_memory import LogEntry, MemoryService, Message, open_store
 from partner_memory.recall.indexer import RecallIndexer
+from partner_memory.store import Staged
 
 _apply = RecallIndexer.apply
 
 
-def _slow_apply(self: RecallIndexer, tx: LogTransaction, entry: LogEntry) -> None:
-    _apply(self, tx, entry)
-    time.sleep(60)  # killed here: the rows above are never committed
+def _slow_apply(self: RecallIndexer, entry: LogEntry) -> Sequence[Staged]:
+    staged = _apply(self, entry)
+    time.sleep(60)  # killed here, inside the transaction: its rows are never committed
+    return staged
 
 
 def main(database: str) -> None:

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 from partner_memory import (
     ConflictError,
     LogEntry,
-    LogTransaction,
     MemoryService,
     NotFoundError,
+    Record,
     RollingSettings,
     open_store,
 )
@@ -21,7 +21,7 @@ from partner_memory.cli import app
 from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.interop import copy_memory
 from partner_memory.memory import PartnerMemory
-from partner_memory.store import MemoryStore
+from partner_memory.store import MemoryStore, Staged
 
 ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "examples" / "conversation.jsonl"
@@ -30,11 +30,10 @@ SAMPLE = ROOT / "examples" / "conversation.jsonl"
 class Noop:
     name = "noop"
 
-    def setup(self, tx: LogTransaction) -> None:
-        pass
-
-    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
-        pass
+    def apply(self, entry: LogEntry) -> list[Staged]:
+        return [
+            Record(entry.slice.id, {"seq": entry.seq}, unit=entry.unit.id, slice=entry.slice.id)
+        ]
 
 
 def _rich_memory(store: MemoryStore) -> None:

@@ -16,15 +16,15 @@ import pytest
 
 from partner_memory import (
     LogEntry,
-    LogTransaction,
     MemoryService,
     PartnerMemory,
+    Record,
     RollingResult,
     RollingSettings,
     open_store,
 )
 from partner_memory.rolling.consumers import PreparedWork, PreparingConsumer
-from partner_memory.store import MemoryStore
+from partner_memory.store import MemoryStore, Staged
 from tests.consumer_worker import SeenRollings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,15 +32,8 @@ KILLS = int(os.environ.get("PARTNER_MEMORY_CONSUMER_KILLS", "110"))
 
 
 def _seen(store: MemoryStore) -> list[tuple[str, int]]:
-    rows: list[tuple[str, int]] = []
-
-    def read(tx: LogTransaction) -> None:
-        rows.extend(
-            (str(r[0]), int(r[1])) for r in tx.execute("SELECT namespace, seq FROM seen_rollings")
-        )
-
-    store.run_in_transaction(read)
-    return rows
+    found = store.read_records("seen-rollings", "ns", limit=1_000_000)
+    return [("ns", int(r.value)) for r in found]
 
 
 @pytest.mark.slow
@@ -90,14 +83,11 @@ class Collecting:
         self.entries: list[LogEntry] = []
         self.fail = False
 
-    def setup(self, tx: LogTransaction) -> None:
-        tx.execute("CREATE TABLE IF NOT EXISTS collected (seq BIGINT NOT NULL)")
-
-    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
-        tx.execute("INSERT INTO collected (seq) VALUES (?)", (entry.seq,))
+    def apply(self, entry: LogEntry) -> Sequence[Staged]:
         if self.fail:
             raise RuntimeError("index is down")
         self.entries.append(entry)
+        return [Record(str(entry.seq), entry.seq)]
 
 
 def test_durable_consumer_catches_up_and_carries_the_rolling(store: MemoryStore) -> None:
@@ -214,7 +204,7 @@ def test_cli_stats_shows_consumers(store_url: str) -> None:
 
 
 class Preparing:
-    """Writes a row per rolling; `prepare` makes its text with a write of its own, which
+    """Records each rolling; `prepare` makes its text after a write of its own, which
     could not happen inside the consumer's write transaction (it would wait for itself)."""
 
     name = "preparing"
@@ -228,18 +218,13 @@ class Preparing:
         self.made.append(entry.seq)
         return entry.slice.summary.upper()
 
-    def setup(self, tx: LogTransaction) -> None:
-        tx.execute("CREATE TABLE IF NOT EXISTS prepared (seq BIGINT NOT NULL, text TEXT)")
-        tx.execute("CREATE TABLE IF NOT EXISTS outside (seq BIGINT NOT NULL)")
-
     def prepare(self, entries: Sequence[LogEntry]) -> None:
-        self.store.run_in_transaction(
-            lambda tx: [tx.execute("INSERT INTO outside VALUES (?)", (e.seq,)) for e in entries]
-        )
+        for entry in entries:  # a write of its own
+            self.store.ensure_namespace(f"prepared-{entry.seq}", "s")
         self.work.prepare(entries)
 
-    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
-        tx.execute("INSERT INTO prepared VALUES (?, ?)", (entry.seq, self.work.take(entry)))
+    def apply(self, entry: LogEntry) -> Sequence[Staged]:
+        return [Record(str(entry.seq), self.work.take(entry))]
 
 
 def test_slow_work_is_prepared_outside_the_transaction(store: MemoryStore) -> None:
@@ -252,10 +237,7 @@ def test_slow_work_is_prepared_outside_the_transaction(store: MemoryStore) -> No
             memory.record_turn(f"question {turn} about Kyoto", "an answer")
             memory.roll_now()
         service.register_consumer(consumer).result(10)
-    rows: list[tuple[int, str]] = []
-    store.run_in_transaction(
-        lambda tx: rows.extend((int(r[0]), str(r[1])) for r in tx.execute("SELECT * FROM prepared"))
-    )
+    rows = [(int(r.key), str(r.value)) for r in store.read_records("preparing", "agent")]
     summaries = {e.seq: e.slice.summary.upper() for e in store.read_log("agent", 0, limit=10)}
     assert sorted(rows) == sorted(summaries.items())
     assert sorted(consumer.made) == sorted(summaries)  # made once each, before the transaction

@@ -1,68 +1,61 @@
-"""A forget reaches what durable consumers keep of memory's text (`KeptText`), in the
+"""A forget reaches the records durable consumers drew from memory's text, in the
 forget's own transaction, whichever process forgets - the README's example included."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import pytest
 
 from partner_memory import (
     InvalidInputError,
-    KeptText,
     LogEntry,
-    LogTransaction,
     MemoryService,
+    Record,
     RollingSettings,
 )
-from partner_memory.store import MemoryStore
+from partner_memory.store import MemoryStore, Staged
 
 SETTINGS = RollingSettings(idle_check_interval_s=0)
 
 
 class SliceIndex:
-    """The README's example: one row per slice, its summary's words."""
+    """The README's example: one record per slice, its summary's words."""
 
     name = "slice-index"
-    keeps = (KeptText("my_index", slice="slice_id"),)
 
-    def setup(self, tx: LogTransaction) -> None:
-        tx.execute(
-            "CREATE TABLE IF NOT EXISTS my_index (namespace TEXT, slice_id TEXT, words TEXT)"
-        )
-
-    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
-        tx.execute(
-            "INSERT INTO my_index VALUES (?, ?, ?)",
-            (entry.namespace, entry.slice.id, entry.slice.summary),
-        )
+    def apply(self, entry: LogEntry) -> Sequence[Staged]:
+        return [
+            Record(
+                entry.slice.id,
+                {"words": entry.slice.summary},
+                unit=entry.unit.id,
+                slice=entry.slice.id,
+            )
+        ]
 
 
 class MessageCopy:
-    """One row per message, keyed by message id and by unit."""
+    """One record per message, drawn from that message."""
 
     name = "message-copy"
-    keeps = (KeptText("copies", namespace="ns", unit="unit_id", message="message_id"),)
 
-    def setup(self, tx: LogTransaction) -> None:
-        tx.execute(
-            "CREATE TABLE IF NOT EXISTS copies (ns TEXT, unit_id TEXT, message_id TEXT, body TEXT)"
-        )
-
-    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
-        for message in entry.messages:
-            tx.execute(
-                "INSERT INTO copies VALUES (?, ?, ?, ?)",
-                (entry.namespace, entry.unit.id, message.id, message.content),
-            )
+    def apply(self, entry: LogEntry) -> Sequence[Staged]:
+        return [Record(m.id, m.content, unit=entry.unit.id, message=m.id) for m in entry.messages]
 
 
-def _rows(store: MemoryStore, table: str) -> list[tuple[str, ...]]:
-    found: list[tuple[str, ...]] = []
+class UnitCount:
+    """One record per unit, drawn from the whole unit: how many messages it holds."""
 
-    def read(tx: LogTransaction) -> None:
-        found.extend(tuple(str(v) for v in r) for r in tx.execute(f"SELECT * FROM {table}"))
+    name = "unit-count"
 
-    store.run_in_transaction(read)
-    return sorted(found)
+    def apply(self, entry: LogEntry) -> Sequence[Staged]:
+        return [Record(entry.unit.id, entry.slice.end_index, unit=entry.unit.id)]
+
+
+def _records(service: MemoryService, consumer: str, namespace: str) -> dict[str, object]:
+    found = service.queries.records(consumer, namespace, limit=1000)
+    return {r.key: r.value for r in found}
 
 
 def _remember(service: MemoryService, namespace: str) -> list[str]:
@@ -75,39 +68,58 @@ def _remember(service: MemoryService, namespace: str) -> list[str]:
     return [m.id for u in memory.core.unit_ids() for m in memory.core.read_messages(u)]
 
 
-def test_forgetting_reaches_the_consumers_rows_from_any_process(store: MemoryStore) -> None:
+def test_forgetting_reaches_the_consumers_records_from_any_process(store: MemoryStore) -> None:
     with MemoryService(store, settings=SETTINGS) as service:
-        for consumer in (SliceIndex(), MessageCopy()):
+        for consumer in (SliceIndex(), MessageCopy(), UnitCount()):
             service.register_consumer(consumer).result(30)
         ids = _remember(service, "agent")
         _remember(service, "other")
-    assert any("4411" in r[2] for r in _rows(store, "my_index"))
-    # another service, which never registered either consumer (another process, the CLI)
+        assert any("4411" in str(v) for v in _records(service, "slice-index", "agent").values())
+        assert len(_records(service, "unit-count", "agent")) == 1
+    # another service, which never registered a consumer (another process, the CLI)
     with MemoryService(store, settings=SETTINGS) as forgetting:
-        forgetting.forget_messages("agent", [ids[0]])  # the code: its slice's row goes too
-        assert not any("4411" in r[2] for r in _rows(store, "my_index") if r[0] == "agent")
-        assert ids[0] not in {r[2] for r in _rows(store, "copies")}
-        assert ids[2] in {r[2] for r in _rows(store, "copies")}  # the tea stays
+        forgetting.forget_messages("agent", [ids[0]])  # the code: its slice's record goes too
+        words = _records(forgetting, "slice-index", "agent").values()
+        assert not any("4411" in str(v) for v in words)
+        assert len(words) == 1  # the tea's slice stays
+        copies = _records(forgetting, "message-copy", "agent")
+        assert ids[0] not in copies
+        assert ids[2] in copies  # by message: the tea stays
+        assert _records(forgetting, "unit-count", "agent") == {}  # drawn from the whole unit
         (unit,) = forgetting.memory("agent").core.unit_ids()
         forgetting.forget_unit("agent", unit)
-        assert not [r for r in _rows(store, "copies") if r[0] == "agent"]
-        assert not [r for r in _rows(store, "my_index") if r[0] == "agent"]
-        assert [r for r in _rows(store, "copies") if r[0] == "other"]  # untouched
+        assert _records(forgetting, "message-copy", "agent") == {}
+        assert _records(forgetting, "slice-index", "agent") == {}
+        assert _records(forgetting, "message-copy", "other")  # untouched
         forgetting.forget_namespace("other")
-    assert _rows(store, "copies") == []
-    assert _rows(store, "my_index") == []
+        with MemoryService(store, settings=SETTINGS) as again:
+            again.memory("other")  # the name again: nothing of the old one comes back
+            assert _records(again, "message-copy", "other") == {}
 
 
-def test_a_declaration_names_plain_identifiers_and_a_key() -> None:
-    with pytest.raises(InvalidInputError, match="plain SQL identifier"):
-        KeptText("my_index; DROP TABLE messages", slice="slice_id")
-    with pytest.raises(InvalidInputError, match="unit, slice or message column"):
-        KeptText("my_index")
+def test_a_record_is_checked_when_made() -> None:
+    with pytest.raises(InvalidInputError, match="slice without its unit"):
+        Record("k", 1, slice="s")
+    with pytest.raises(InvalidInputError, match="1 to 512 characters"):
+        Record("", 1)
+    with pytest.raises(InvalidInputError, match="not JSON"):
+        Record("k", {1, 2}).encoded()
 
 
-def test_a_consumer_that_dropped_its_table_does_not_stop_a_forget(store: MemoryStore) -> None:
+class Wrong:
+    name = "wrong"
+
+    def apply(self, entry: LogEntry) -> object:
+        return ["not a write"]
+
+
+def test_a_consumer_returning_what_is_not_a_write_is_recorded_as_failing(
+    store: MemoryStore,
+) -> None:
     with MemoryService(store, settings=SETTINGS) as service:
-        service.register_consumer(SliceIndex()).result(30)
-        ids = _remember(service, "agent")
-        store.run_in_transaction(lambda tx: tx.execute("DROP TABLE my_index"))
-        assert service.forget_messages("agent", [ids[0]]) == 1
+        service.register_consumer(Wrong()).result(30)  # type: ignore[arg-type]
+        _remember(service, "agent")
+        status = {c.name: c for c in service.memory("agent").stats().consumers}
+        assert status["wrong"].failures >= 1
+        assert "return Record" in (status["wrong"].last_error or "")
+        assert status["wrong"].position == 0

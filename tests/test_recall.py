@@ -13,7 +13,7 @@ from partner_memory.cli import app
 from partner_memory.interop import copy_memory, import_partner_state
 from partner_memory.recall.results import RecallResult
 from partner_memory.store import MemoryStore, open_store
-from tests.helpers import LOCOMO_DIR
+from tests.helpers import LOCOMO_DIR, raw_sql
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "partner-state"
 DAY = 86_400_000
@@ -72,12 +72,8 @@ def test_everything_recorded_before_a_call_is_found_without_the_indexer(
     with PartnerMemory(store, "agent", idle_timer=False) as memory:
         _converse(memory)
         expected = _where(memory.recall("cat paws Kyoto", k=10))
-
-        def forget_the_index(tx: object) -> None:
-            tx.execute("DELETE FROM recall_docs")  # type: ignore[attr-defined]
-            tx.execute("UPDATE consumers SET position = 0 WHERE name = 'recall'")  # type: ignore[attr-defined]
-
-        store.run_in_transaction(forget_the_index)
+        raw_sql(store, "DELETE FROM recall_docs")
+        raw_sql(store, "UPDATE consumers SET position = 0 WHERE name = 'recall'")
     store.close()
     reader = open_store(store_url, read_only=True)
     try:

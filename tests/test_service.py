@@ -223,7 +223,7 @@ def test_open_from_settings(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -
 
 def test_durable_consumer_through_a_handle(store: MemoryStore) -> None:
     """A handle passes a durable consumer to its service (registered once)."""
-    from partner_memory import LogEntry, LogTransaction, PartnerMemory
+    from partner_memory import LogEntry, PartnerMemory
 
     class Titles:
         name = "titles"
@@ -231,11 +231,9 @@ def test_durable_consumer_through_a_handle(store: MemoryStore) -> None:
         def __init__(self) -> None:
             self.seen: list[int] = []
 
-        def setup(self, tx: LogTransaction) -> None:
-            pass
-
-        def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
+        def apply(self, entry: LogEntry) -> list[object]:
             self.seen.append(entry.seq)
+            return []
 
     consumer = Titles()
     with PartnerMemory(store, "agent", idle_timer=False) as memory:
@@ -250,17 +248,15 @@ def test_durable_consumer_through_a_handle(store: MemoryStore) -> None:
 def test_async_open_and_service_consumer(tmp_path: object) -> None:
     from pathlib import Path
 
-    from partner_memory import LogEntry, LogTransaction
+    from partner_memory import LogEntry
 
     class Count:
         name = "count"
         entries = 0
 
-        def setup(self, tx: LogTransaction) -> None:
-            pass
-
-        def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
+        def apply(self, entry: LogEntry) -> list[object]:
             self.entries += 1
+            return []
 
     async def main() -> None:
         database = Path(str(tmp_path)) / "aio.db"

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from partner_memory import LogTransaction, MemoryCore, MemoryService, RollingSettings, open_store
+from partner_memory import MemoryCore, MemoryService, RollingSettings, open_store
 from partner_memory.model import Message
+from tests.helpers import raw_sql
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = 4
@@ -141,12 +142,8 @@ def _check(store_url: str, run: dict[str, object]) -> None:
         totals = core.rolling_stats()
         assert totals.rollings > PHASES  # count rollings happened, not just idle ones
         by_kind: dict[int, set[str]] = defaultdict(set)
-
-        def holders(tx: LogTransaction) -> None:
-            for idle, holder in tx.execute("SELECT idle, holder FROM rollings"):
-                by_kind[int(idle)].add(str(holder).rsplit(":", 1)[0])  # host:pid
-
-        store.run_in_transaction(holders)
+        for idle, holder in raw_sql(store, "SELECT idle, holder FROM rollings"):
+            by_kind[int(idle)].add(str(holder).rsplit(":", 1)[0])  # host:pid
         assert len(by_kind[0]) >= 2, "count rollings should happen in several processes"
         assert len(by_kind[1]) >= 1
     finally:

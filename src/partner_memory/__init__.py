@@ -37,7 +37,7 @@ from partner_memory.rolling import (
 )
 from partner_memory.service import MemoryService
 from partner_memory.settings import StoreSettings
-from partner_memory.store import Capability, KeptText, LogTransaction, MemoryStore, open_store
+from partner_memory.store import Capability, MemoryStore, Record, StoredRecord, Unrecord, open_store
 from partner_memory.trajectory import Turn
 
 __all__ = [
@@ -54,11 +54,9 @@ __all__ = [
     "DurableConsumer",
     "EmbeddingRejected",
     "InvalidInputError",
-    "KeptText",
     "LLMError",
     "LLMSettings",
     "LogEntry",
-    "LogTransaction",
     "MemoryCore",
     "MemoryService",
     "MemorySlice",
@@ -71,15 +69,18 @@ __all__ = [
     "NotFoundError",
     "PartnerMemory",
     "PartnerMemoryError",
+    "Record",
     "RollingResult",
     "RollingSettings",
     "Settings",
     "StorageUnavailableError",
     "StoreSettings",
+    "StoredRecord",
     "Turn",
     "UnitInfo",
     "UnitPage",
     "UnitUpdate",
+    "Unrecord",
     "open_store",
     "system_clock",
 ]

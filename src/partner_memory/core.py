@@ -29,6 +29,7 @@ from partner_memory.model import (
 )
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store.base import MemoryStore
+from partner_memory.store.capabilities import InspectionStore, require
 
 MAX_PAGE_SIZE = 1000
 #: Far beyond any namespace, and within every backend's 64-bit integers.
@@ -238,7 +239,7 @@ class MemoryCore:
 
     def rolling_stats(self) -> RollingTotals:
         """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""
-        totals = self._store.rolling_totals(self._namespace)
+        totals = require(self._store, InspectionStore).rolling_totals(self._namespace)
         return replace(totals, consumers=tuple(self._store.consumer_status(self._namespace)))
 
     def unit_ids(self) -> list[str]:

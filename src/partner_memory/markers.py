@@ -8,10 +8,7 @@ I'm planning a trip to Kyoto.      (what the model said, not shown to the user)
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from partner_memory.model import Message
+from typing import NamedTuple
 
 AGENT_MARKER = "[[AGENT]: self]"
 UNKNOWN_MARKER = "[[Unknown]: Unknown]"
@@ -89,6 +86,6 @@ def assistant_text(output: str) -> tuple[str, bool]:
     return compose(AGENT_MARKER, output), True
 
 
-def is_structured_prompt(message: Message) -> bool:
+def is_structured_prompt(role: str, content: str) -> bool:
     """R10: user messages that carry a structured prompt, not conversation."""
-    return message.role == "user" and message.content.strip().startswith(_STRUCTURED_PREFIXES)
+    return role == "user" and content.strip().startswith(_STRUCTURED_PREFIXES)

@@ -36,9 +36,11 @@ from partner_memory.rolling import (
     SummarizerChain,
 )
 from partner_memory.rolling.consumers import DurableConsumer
-from partner_memory.service import MemoryService
+from partner_memory.runtime import MemoryRuntime
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore
+from partner_memory.store.capabilities import TopicStore
+from partner_memory.store.staged import StoredRecord
 from partner_memory.trajectory import Trajectory, Turn
 
 DEFAULT_DOMAINS = (Domain.COMMUNICATION, Domain.MEMORY)
@@ -47,7 +49,7 @@ DEFAULT_DOMAINS = (Domain.COMMUNICATION, Domain.MEMORY)
 class PartnerMemory:
     """Long-term memory of one namespace: record turns, roll them into slices, read context."""
 
-    service: MemoryService
+    service: MemoryRuntime
     settings: RollingSettings
     core: MemoryCore
     trajectory: Trajectory
@@ -72,7 +74,7 @@ class PartnerMemory:
         embeddings: EmbeddingSettings | None = None,
     ) -> None:
         """A memory with a service of its own (one rolling worker), closed with it."""
-        service = MemoryService(
+        service = MemoryRuntime(
             store,
             embeddings=embeddings,
             llm=llm,
@@ -95,7 +97,7 @@ class PartnerMemory:
     @classmethod
     def attach(
         cls,
-        service: MemoryService,
+        service: MemoryRuntime,
         namespace: str,
         *,
         create: bool = True,
@@ -106,25 +108,16 @@ class PartnerMemory:
         self._owns_service = False
         return self
 
-    def _bind(self, service: MemoryService, namespace: str, *, create: bool) -> None:
+    def _bind(self, service: MemoryRuntime, namespace: str, *, create: bool) -> None:
         self.service = service
         self.settings = service.settings
-        store, clock = service.store, service.clock
-        self.core = MemoryCore(store, namespace, clock=clock, create=create)
-        self.trajectory = Trajectory(store, self.core.namespace, clock=clock)
-        self.context_source = NamespaceContext(store, self.core.namespace, service.settings, clock)
-        self.after_rolling = AfterRollingRegistry(self.core.namespace, service.dispatcher)
         self.summarizer = service.summarizer
-        self.rolling = DialogRolling(
-            self.core,
-            self.after_rolling,
-            summarizer=service.summarizer,
-            compressor=service.compressor,
-            settings=service.settings,
-            clock=clock,
-            leases=service.leases,
-            executor=service.executor,
-        )
+        parts = service.bind(namespace, create=create)
+        self.core = parts.core
+        self.trajectory = parts.trajectory
+        self.context_source = parts.context_source
+        self.after_rolling = parts.after_rolling
+        self.rolling = parts.rolling
 
     @classmethod
     def open(
@@ -282,8 +275,18 @@ class PartnerMemory:
         (none without an LLM)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        if not isinstance(self.core.store, TopicStore):  # a backend without topics has none
+            return []
         paths = self.core.store.topic_paths(self.namespace, limit=limit)
         return [TopicCount(path, count) for path, count in paths]
+
+    def records(
+        self, consumer: str, *, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[StoredRecord]:
+        """What the durable consumer `consumer` recorded for this namespace, by key."""
+        return self.service.queries.records(
+            consumer, self.namespace, prefix=prefix, after=after, limit=limit
+        )
 
     def stats(self) -> RollingTotals:
         """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""

@@ -23,6 +23,9 @@ Role = Literal["user", "assistant", "system"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
 MAX_NAMESPACE_LENGTH = 200
 
+#: A topic path's levels are joined by this ("project->partner->memory").
+TOPIC_SEPARATOR = "->"
+
 
 class Record:
     """`to_dict()` for the value objects: the JSON every interface prints or sends.

@@ -6,18 +6,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from partner_memory.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from partner_memory.store.base import MemoryStore
+from partner_memory.store import MemoryStore, open_store
+from partner_memory.store.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_PG_DEADLINE
 
 DEFAULT_DATABASE = "./partner-memory.db"
 DEFAULT_NAMESPACE = "default"
-DEFAULT_BUSY_TIMEOUT = 10.0
-#: Seconds a PostgreSQL transaction may go without an answer from the server.
-DEFAULT_PG_DEADLINE = 60.0
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float, *, positive: bool) -> float:
@@ -61,8 +56,6 @@ class StoreSettings:
 
     def open(self, database: str | Path | None = None, *, read_only: bool = False) -> MemoryStore:
         """The store `database` (else this setting's) names, with these timeouts."""
-        from partner_memory.store import open_store
-
         return open_store(
             database or self.database,
             busy_timeout=self.busy_timeout,

@@ -150,7 +150,7 @@ def dropped_ids(snapshot: Sequence[Message], retain_divisor: int | None) -> list
 
 def structured_ids(messages: Sequence[Message]) -> set[str]:
     """R10: the ids of structured prompts, which the next turn's recording drops."""
-    return {m.id for m in messages if markers.is_structured_prompt(m)}
+    return {m.id for m in messages if markers.is_structured_prompt(m.role, m.content)}
 
 
 def idle_due(window: WindowActivity, now: int, idle_after_ms: int) -> bool:

@@ -21,6 +21,8 @@ from partner_memory.errors import InvalidInputError
 from partner_memory.interop import copy_memory, export_partner_state, import_partner_state
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import check_timestamp
+from partner_memory.queries import MemoryQueries
+from partner_memory.service import MemoryService
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE, StoreSettings
 from partner_memory.store import MemoryStore
 
@@ -82,6 +84,13 @@ def opened_store(db: str, *, write: bool) -> Iterator[MemoryStore]:
         yield store
     finally:
         store.close()
+
+
+@contextmanager
+def opened_service(db: str) -> Iterator[MemoryService]:
+    """A service over a writable store for one command (no idle timer), closed after."""
+    with opened_store(db, write=True) as store, MemoryService(store, idle_timer=False) as service:
+        yield service
 
 
 @contextmanager
@@ -231,8 +240,9 @@ def namespaces(
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
         with opened_store(db, write=False) as store:
-            found = store.list_namespaces(limit=limit + 1, after=after)
-            total = store.count_namespaces()
+            queries = MemoryQueries(store)
+            found = queries.namespaces(limit=limit + 1, after=after)
+            total = queries.count_namespaces()
         page, more = found[:limit], len(found) > limit
         next_after = page[-1].name if more else None
         if as_json:

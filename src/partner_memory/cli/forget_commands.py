@@ -10,12 +10,12 @@ from typing import Annotated
 import typer
 
 from partner_memory.cli import render
-from partner_memory.cli.app import Db, Namespace, app, opened_memory, opened_store
+from partner_memory.cli.app import Db, Namespace, app, opened_memory, opened_service
 from partner_memory.cli.errors import reported
 from partner_memory.errors import InvalidInputError
 from partner_memory.memory import PartnerMemory
+from partner_memory.runtime import MemoryRuntime
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
-from partner_memory.store import MemoryStore
 
 forget = typer.Typer(
     help="Forget messages, a slice, a unit or a namespace: the text leaves every path"
@@ -41,12 +41,12 @@ def _memory(db: str, namespace: str, purge: bool = False) -> Iterator[PartnerMem
     with reported(), opened_memory(db, namespace, write=True) as memory:
         yield memory
         if purge:
-            _purged(memory.service.store)
+            _purged(memory.service)
 
 
-def _purged(store: MemoryStore) -> None:
+def _purged(service: MemoryRuntime) -> None:
     started = time.monotonic()
-    rewritten = store.purge()
+    rewritten = service.purge()
     took = time.monotonic() - started
     render.console.print(f"purged {', '.join(rewritten)} in {took:.1f} s")
 
@@ -55,8 +55,8 @@ def _purged(store: MemoryStore) -> None:
 def purge(db: Db = DEFAULT_DATABASE) -> None:
     """Remove forgotten text from the database files: on PostgreSQL a forget leaves old
     row versions there until the tables are rewritten (schedule this in a quiet hour)."""
-    with reported(), opened_store(db, write=True) as store:
-        _purged(store)
+    with reported(), opened_service(db) as service:
+        _purged(service)
 
 
 @forget.command("message")

@@ -31,6 +31,7 @@ from partner_memory.ingest import (
     read_transcript,
 )
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
+from partner_memory.queries import MemoryQueries
 from partner_memory.rolling import ChatClient
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore
@@ -207,7 +208,7 @@ def stats(
 ) -> None:
     """Totals over every rolling: messages, summarisers, LLM calls, tokens and time."""
     with reported(), opened_store(db, write=False) as store:
-        info = store.get_namespace(namespace)
+        info = MemoryQueries(store).namespace(namespace)
         if info is None:
             raise NotFoundError(f"namespace {namespace!r} not found")
         core = MemoryCore(store, namespace, create=False)

@@ -66,7 +66,7 @@ class Access:
     def memory(self, namespace: str, *, create: bool = False) -> PartnerMemory:
         """The namespace's handle; 404 if it does not exist and is not to be created -
         naming no other namespace (a key may not know of them)."""
-        if not create and self.service.store.get_namespace(namespace) is None:
+        if not create and self.service.queries.namespace(namespace) is None:
             raise NotFoundError(f"namespace {namespace!r} not found")
         return self.service.memory(namespace, create=create)
 

@@ -40,7 +40,6 @@ from partner_memory.http.hosts import HostPolicy
 from partner_memory.http.mcp_endpoint import PATH as MCP_PATH
 from partner_memory.http.mcp_endpoint import McpEndpoint
 from partner_memory.inspector import pages as inspector
-from partner_memory.keys import KeyRing
 from partner_memory.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -131,7 +130,7 @@ def create_app(
     it serves the loopback names unless `hosts` says otherwise."""
 
     hosts = hosts or HostPolicy()
-    access = Access(service, KeyRing(service.store, service.clock))
+    access = Access(service, service.keys)
     mcp = McpEndpoint(access, hosts)
 
     @asynccontextmanager

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from partner_memory.core import MAX_PAGE_SIZE, MemoryCore
+from partner_memory.core import MAX_PAGE_SIZE
 from partner_memory.documents import namespaces_document, stats_document
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.http.access import Caller, Ns, Served
@@ -31,7 +31,7 @@ def healthz() -> dict[str, str]:
 @router.get("/readyz", tags=["service"], response_model=StatusDoc)
 def readyz(access: Served) -> dict[str, str]:
     """The database answers (503 when it does not)."""
-    access.service.store.count_namespaces()
+    access.service.queries.count_namespaces()
     return {"status": "ready"}
 
 
@@ -43,11 +43,11 @@ def list_namespaces(
     after: Annotated[str | None, Query(max_length=400)] = None,
 ) -> dict[str, Any]:
     """Namespaces by name (those the key may read), paged by `after`."""
-    store = access.service.store
+    queries = access.service.queries
     matching = None if key is None else key.namespaces  # every key may read what it opens
-    found = store.list_namespaces(limit=limit + 1, after=after, matching=matching)
+    found = queries.namespaces(limit=limit + 1, after=after, matching=matching)
     page, more = found[:limit], len(found) > limit
-    total = store.count_namespaces(matching=matching)
+    total = queries.count_namespaces(matching=matching)
     return namespaces_document(page, total=total, limit=limit, more=more)
 
 
@@ -55,10 +55,10 @@ def list_namespaces(
 def create_namespace(body: NamespaceIn, access: Served, key: Caller) -> dict[str, Any]:
     """Create a namespace (409 if it exists)."""
     name = access.allowed(key, body.namespace, "write")
-    if access.service.store.get_namespace(name) is not None:
+    if access.service.queries.namespace(name) is not None:
         raise ConflictError(f"namespace {name!r} exists")
     access.memory(name, create=True)
-    info = access.service.store.get_namespace(name)
+    info = access.service.queries.namespace(name)
     if info is None:  # forgotten meanwhile by another request
         raise NotFoundError(f"namespace {name!r} not found")
     return info.to_dict()
@@ -68,10 +68,10 @@ def create_namespace(body: NamespaceIn, access: Served, key: Caller) -> dict[str
 def stats(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     """Units and the totals over every rolling (the figures of `partner-memory stats`)."""
     name = access.allowed(key, namespace, "read")
-    info = access.service.store.get_namespace(name)
+    info = access.service.queries.namespace(name)
     if info is None:
         raise NotFoundError(f"namespace {name!r} not found")
-    return stats_document(MemoryCore(access.service.store, name, create=False), info)
+    return stats_document(access.memory(name).core, info)
 
 
 @router.get("/v1/namespaces/{namespace}/rollings", tags=["namespaces"], response_model=RollingsDoc)
@@ -85,7 +85,7 @@ def rollings(
     """The rolling log after sequence number `after`, oldest first."""
     name = access.allowed(key, namespace, "read")
     access.memory(name)  # 404 for an unknown namespace
-    entries = access.service.store.read_log(name, after, limit=limit)
+    entries = access.service.queries.log(name, after, limit=limit)
     return {
         "namespace": name,
         "rollings": [

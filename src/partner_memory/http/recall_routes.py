@@ -79,7 +79,7 @@ def forget_unit(namespace: Ns, unit_id: str, access: Served, key: Caller) -> dic
 def forget_namespace(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
     """Forget a whole namespace."""
     name = access.allowed(key, namespace, "admin")
-    if access.service.store.get_namespace(name) is None:
+    if access.service.queries.namespace(name) is None:
         raise NotFoundError(f"namespace {name!r} not found")
     access.service.forget_namespace(name)
     return {"namespace": name}

@@ -134,14 +134,12 @@ def namespaces(
     q: Annotated[str, Query(max_length=400)] = "",
     after: Annotated[str | None, Query(max_length=400)] = None,
 ) -> Any:
-    store = viewer.access.service.store
+    queries = viewer.access.service.queries
     matching = None if viewer.key is None else viewer.key.namespaces  # the key's, in the query
-    shown = store.namespace_overviews(
-        limit=NAMESPACES_PAGE + 1, after=after, search=q, matching=matching
-    )
+    shown = queries.overviews(limit=NAMESPACES_PAGE + 1, after=after, search=q, matching=matching)
     page = shown[:NAMESPACES_PAGE]
     next_after = page[-1].name if len(shown) > NAMESPACES_PAGE else None
-    total = None if q else store.count_namespaces(matching=matching)
+    total = None if q else queries.count_namespaces(matching=matching)
     return _page(
         request, "namespaces.html", viewer, page=page, q=q, after=after,
         next_after=next_after, total=total,
@@ -224,9 +222,9 @@ def rollings(
 ) -> Any:
     with _shown():
         core = _memory(viewer, ns).core
-        store = viewer.access.service.store
-        history = store.rolling_history(core.namespace, limit=ROLLINGS_PAGE, before=before)
-        recent = store.rolling_history(core.namespace, limit=CHART_ROLLINGS)
+        queries = viewer.access.service.queries
+        history = queries.rolling_history(core.namespace, limit=ROLLINGS_PAGE, before=before)
+        recent = queries.rolling_history(core.namespace, limit=CHART_ROLLINGS)
         return _page(
             request, "rollings.html", viewer, ns=core.namespace, history=history,
             bars=daily_bars(recent), width=WIDTH, height=HEIGHT, charted=len(recent),

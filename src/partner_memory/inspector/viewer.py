@@ -55,14 +55,14 @@ class Viewer:
         return self.key is None or self.key.allows(namespace, "read")
 
     def may_forget(self, namespace: str) -> bool:
-        if self.access.service.store.read_only:
+        if self.access.service.read_only:
             return False
         return self.key is None or self.key.allows(namespace, "admin")
 
     def require(self, namespace: str, scope: str) -> None:
         allowed = self.may_forget(namespace) if scope == "admin" else self.may_read(namespace)
         if not allowed:
-            if self.access.service.store.read_only and scope == "admin":
+            if self.access.service.read_only and scope == "admin":
                 raise PageError(403, "this inspector is read-only: nothing can be forgotten here")
             raise PageError(403, f"this key may not {scope} namespace {namespace!r}")
 

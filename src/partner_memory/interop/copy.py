@@ -17,6 +17,7 @@ from partner_memory.model import Record
 from partner_memory.recall.analyze import default_analysis
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.store.base import MemoryStore
+from partner_memory.store.capabilities import DumpStore, RecallStore, require
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +62,12 @@ def copy_memory(
             " (copy into an empty database, or name other namespaces)"
         )
     report = CopyReport(source=source.url, destination=destination.url)
+    exporter, importer = require(source, DumpStore), require(destination, DumpStore)
     for name in names:
-        dump = source.export_namespace(name)
-        destination.import_namespace(dump)
-        # derived data: rebuilt there
-        destination.reindex_recall(name, RECALL_CONSUMER, default_analysis())
+        dump = exporter.export_namespace(name)
+        importer.import_namespace(dump)
+        if isinstance(destination, RecallStore):  # derived data: rebuilt there
+            destination.reindex_recall(name, RECALL_CONSUMER, default_analysis())
         copied = CopiedNamespace(name, len(dump.units), len(dump.messages), len(dump.rollings))
         report.namespaces.append(copied)
         report.units += copied.units

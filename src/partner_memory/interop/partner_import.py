@@ -25,6 +25,7 @@ from partner_memory.recall.analyze import default_analysis
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.rolling.increment import by_content, resolve_increment
 from partner_memory.store.base import MemoryStore, UnitWrite
+from partner_memory.store.capabilities import RecallStore
 
 
 @dataclass(slots=True)
@@ -134,8 +135,8 @@ def import_partner_state(
         or current.memory_session_id != state.memory_session_id
     ):
         store.write_units(namespace, state.memory_session_id, writes, trajectory=trajectory)
-        if writes:  # units written without a rolling: the recall index learns them here
-            store.reindex_recall(namespace, RECALL_CONSUMER, default_analysis())
+        if writes and isinstance(store, RecallStore):  # units written without a rolling:
+            store.reindex_recall(namespace, RECALL_CONSUMER, default_analysis())  # indexed here
     return report
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, cast
 
 from partner_memory.errors import InvalidInputError, LLMError
-from partner_memory.model import MemorySlice, Message, check_text
+from partner_memory.model import TOPIC_SEPARATOR, MemorySlice, Message, check_text
 from partner_memory.recall.analyze import RecallAnalysis, terms
 from partner_memory.recall.dates import find_date_cue
 from partner_memory.recall.embed import embed_bounded
@@ -40,8 +40,8 @@ from partner_memory.recall.results import (
     TopicMatch,
 )
 from partner_memory.recall.topics import MAX_LEVEL_CHARS, normalize_path
-from partner_memory.store.base import MemoryStore, RecallState
-from partner_memory.store.sql_topics import TOPIC_SEPARATOR
+from partner_memory.store.base import MemoryStore
+from partner_memory.store.capabilities import RecallState, RecallStore, TopicStore, require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -89,6 +89,8 @@ class RecallEngine:
         capacity: int = HELD_INDEXES,
     ) -> None:
         self._store = store
+        self._rows = store if isinstance(store, RecallStore) else None
+        self._topics = store if isinstance(store, TopicStore) else None
         self._analysis = analysis or RecallAnalysis(None)
         self._words_only = RecallAnalysis(None)
         self._capacity = capacity
@@ -112,7 +114,7 @@ class RecallEngine:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
         match, kept = self._topic(namespace, topic) if topic is not None else (None, None)
-        state = self._store.recall_state(namespace, RECALL_CONSUMER)
+        state = self._recall_rows().recall_state(namespace, RECALL_CONSUMER)
         analysis = self._for(state)
         held = self._current(namespace, state, analysis)
         index = held.index
@@ -185,14 +187,15 @@ class RecallEngine:
                 f" each, got {topic!r}"
             )
         path = asked
-        slices = self._store.topic_slices(namespace, path)
+        topics = require(self._store, TopicStore) if self._topics is None else self._topics
+        slices = topics.topic_slices(namespace, path)
         while not slices and TOPIC_SEPARATOR in path:
             path = path.rsplit(TOPIC_SEPARATOR, 1)[0]
-            slices = self._store.topic_slices(namespace, path)
+            slices = topics.topic_slices(namespace, path)
         root = path.split(TOPIC_SEPARATOR, 1)[0]
         related = [
             known
-            for known, _ in self._store.topic_paths(namespace, limit=1000)
+            for known, _ in topics.topic_paths(namespace, limit=1000)
             if known.split(TOPIC_SEPARATOR, 1)[0] == root
             and known != path
             and not known.startswith(path + TOPIC_SEPARATOR)
@@ -200,6 +203,10 @@ class RecallEngine:
         ranges = list(dict.fromkeys((s.unit_id, s.start_index, s.end_index) for s in slices))
         match = TopicMatch(asked, path, len(ranges), related[:RELATED_TOPICS])
         return match, [(unit, first, end) for unit, first, end in ranges]
+
+    def _recall_rows(self) -> RecallStore:
+        """The store's recall rows (ConfigurationError naming the capability if none)."""
+        return require(self._store, RecallStore) if self._rows is None else self._rows
 
     def _for(self, state: RecallState) -> RecallAnalysis:
         """This engine's analysis if the namespace's vectors are its embedder's (or it
@@ -244,7 +251,7 @@ class RecallEngine:
                 self._held.popitem(last=False)
         with held.lock:
             if held.loaded < state.indexed:
-                rows = self._store.recall_rows(namespace, held.loaded, state.indexed)
+                rows = self._recall_rows().recall_rows(namespace, held.loaded, state.indexed)
                 held.index.add(
                     [
                         Doc(

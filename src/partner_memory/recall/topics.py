@@ -17,13 +17,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from partner_memory.model import LogEntry
-from partner_memory.recall.indexer import stored_unit
+from partner_memory.model import TOPIC_SEPARATOR, LogEntry
 from partner_memory.rolling.consumers import PreparedWork
 from partner_memory.rolling.llm import ChatClient
 from partner_memory.rolling.prompts import language
-from partner_memory.store.base import LogTransaction, MemoryStore
-from partner_memory.store.sql_topics import TOPIC_SEPARATOR
+from partner_memory.store.capabilities import TopicStore
+from partner_memory.store.staged import FiledTopics, Staged
 
 #: The consumer's name in the `consumers` table.
 TOPICS_CONSUMER = "topics"
@@ -76,37 +75,17 @@ class TopicExtractor:
 
     name = TOPICS_CONSUMER
 
-    def __init__(self, client: ChatClient, store: MemoryStore) -> None:
+    def __init__(self, client: ChatClient, store: TopicStore) -> None:
         self._client = client
         self._store = store
         self._work = PreparedWork(self._paths)
 
-    def setup(self, tx: LogTransaction) -> None:
-        """Nothing to create: the schema's migrations made the table."""
-
     def prepare(self, entries: Sequence[LogEntry]) -> None:
         self._work.prepare(entries)
 
-    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
+    def apply(self, entry: LogEntry) -> Sequence[Staged]:
         paths = self._work.take(entry)
-        found = stored_unit(tx, entry)
-        if found is None or not paths:  # the unit is gone (forgotten), or nothing to file
-            return
-        unit_pk, namespace_id, _ = found
-        for path in paths:
-            tx.execute(
-                "INSERT INTO topics (namespace_id, unit_pk, slice_id, start_index, end_index,"
-                " path) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (unit_pk, slice_id, path)"
-                " DO NOTHING",
-                (
-                    namespace_id,
-                    unit_pk,
-                    entry.slice.id,
-                    entry.slice.start_index,
-                    entry.slice.end_index,
-                    path,
-                ),
-            )
+        return [FiledTopics(paths)] if paths else []
 
     def _paths(self, entry: LogEntry) -> list[str]:
         said = "\n".join(m.content for m in entry.messages if m.content)[:MAX_TEXT_CHARS]

@@ -1,8 +1,10 @@
 """AfterRolling work of a whole service on one thread: in-memory consumers and durable followers.
 
-A durable consumer follows the rolling log: it writes its own rows and its
-position in the log in one transaction, so a crash can delay it but never
-make it skip or repeat a rolling. It catches up when registered, after each
+A durable consumer follows the rolling log without seeing the database: for
+each rolling it returns typed writes (`store.staged`: its own `Record`s, or
+the recall rows and topics of the built-in followers), which the store
+writes with the consumer's position in one transaction, so a crash can
+delay it but never make it skip or repeat a rolling. It catches up when registered, after each
 rolling this process commits, and periodically for rollings committed by
 other processes. A failing consumer stays at its position, is retried
 later, and its failures are counted in the store (shown by `stats`).
@@ -19,7 +21,8 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from partner_memory.clock import Clock
 from partner_memory.errors import InvalidInputError, PartnerMemoryError
 from partner_memory.model import LogEntry
-from partner_memory.store.base import KeptText, LogTransaction, MemoryStore
+from partner_memory.store.base import MemoryStore
+from partner_memory.store.staged import Staged
 
 log = logging.getLogger(__name__)
 
@@ -33,19 +36,14 @@ FOLLOW_BATCH = 50
 class DurableConsumer(Protocol):
     """A consumer of the rolling log whose effects and position commit together."""
 
-    #: Its position in the log is kept under this name; keep it stable.
+    #: Its position in the log (and its records) are kept under this name; keep it stable.
     name: str
 
-    def setup(self, tx: LogTransaction) -> None:
-        """Create what the consumer writes to (idempotently: it runs on every start)."""
+    def apply(self, entry: LogEntry) -> Sequence[Staged]:
+        """What one rolling makes the consumer write (`Record`, `Unrecord`, ...): written
+        with its new position, in one transaction. It runs inside that transaction (on
+        SQLite, holding the write lock): slow work belongs in `prepare`."""
         ...
-
-    def apply(self, tx: LogTransaction, entry: LogEntry) -> None:
-        """Process one rolling inside the transaction that advances the position."""
-        ...
-
-    # Optional: `keeps: Sequence[KeptText]`, the consumer's tables that hold memory's
-    # text; a forget deletes their rows it concerns (in any process).
 
 
 @runtime_checkable
@@ -115,11 +113,11 @@ class ConsumerDispatcher:
         with self._lock:
             if any(c.name == consumer.name for c in self._durable):
                 return self.submit(lambda: None)
-        kept = tuple(getattr(consumer, "keeps", ()))
-        if not all(isinstance(k, KeptText) for k in kept):
-            raise InvalidInputError(f"consumer {consumer.name!r}: keeps must hold KeptText")
-        self._store.run_in_transaction(consumer.setup)
-        self._store.declare_kept_text(consumer.name, kept)
+        name = getattr(consumer, "name", None)
+        if not isinstance(name, str) or not name or not callable(getattr(consumer, "apply", None)):
+            raise InvalidInputError(
+                f"a durable consumer needs a name and apply(entry): {type(consumer).__name__}"
+            )
         with self._lock:
             self._durable.append(consumer)
         return self.submit(self._catch_up, [consumer])

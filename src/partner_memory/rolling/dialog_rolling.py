@@ -25,11 +25,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from concurrent.futures import Executor, Future
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import NamedTuple
 
 from partner_memory.clock import Clock
 from partner_memory.context import ContextBlock, Domain
@@ -47,6 +47,7 @@ from partner_memory.rolling.after_rolling import AfterRollingRegistry, RollingRe
 from partner_memory.rolling.compress import MessageCompressor
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.rolling.llm import UsageMeter
+from partner_memory.rolling.moment import Moment
 from partner_memory.rolling.replay_group import ReplayGroup
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.rolling.summarize import SummarizerChain
@@ -81,21 +82,6 @@ def dialog_history_block(
         time_fade_per_minute=settings.time_fade_per_minute,
         activate=settings.activate,
     )
-
-
-class Moment(NamedTuple):
-    """What a rolling covers, fixed when its lease is taken."""
-
-    snapshot: tuple[Message, ...]
-    last_interaction: int | None
-    #: The slice's time (ms).
-    at: int
-    idle: bool
-    #: Each message's interaction time, as the window has them.
-    interactions: tuple[int | None, ...] = ()
-    #: A quiet gap ends the snapshot: it is a memory session that has ended, and the
-    #: window holds the next one's messages after it.
-    ended: bool = False
 
 
 class DialogRolling:
@@ -403,9 +389,12 @@ class DialogRolling:
         self._after_rolling.trigger(result)
         return result
 
-    def replay_group(self) -> ReplayGroup:
-        """A replay's recordings and rollings, planned in memory and written in groups."""
-        return ReplayGroup(self, self._store, self._leases, self._running)
+    @contextmanager
+    def replay_group(self) -> Iterator[ReplayGroup]:
+        """A replay's recordings and rollings, planned in memory and written in groups;
+        no other rolling of this namespace runs in this process meanwhile."""
+        with self._running, ReplayGroup(self, self._store, self._leases) as group:
+            yield group
 
     def _commit_for(
         self,

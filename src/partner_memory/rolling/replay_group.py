@@ -19,35 +19,55 @@ back between groups.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Sequence
+from typing import Protocol
 
 from partner_memory.model import Message, WindowActivity, check_messages, newest
 from partner_memory.rolling.after_rolling import RollingResult
 from partner_memory.rolling.lease import LeaseKeeper
-from partner_memory.store.base import MemoryStore, ReplayStep
+from partner_memory.rolling.moment import Moment
+from partner_memory.rolling.settings import RollingSettings
+from partner_memory.store.base import CommittedRolling, MemoryStore, ReplayStep, RollingCommit
 from partner_memory.trajectory import idle_due, structured_ids
 
-if TYPE_CHECKING:
-    from partner_memory.rolling.dialog_rolling import DialogRolling, Moment
+
+class RollingPlanner(Protocol):
+    """The rolling a group applies to its window copy: `DialogRolling`'s own rules."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def settings(self) -> RollingSettings: ...
+
+    def moment(
+        self,
+        snapshot: tuple[Message, ...],
+        interactions: tuple[int | None, ...],
+        *,
+        idle: bool,
+    ) -> Moment: ...
+
+    def due(self, activity: WindowActivity, *, idle: bool) -> bool: ...
+
+    def plan(
+        self, moment: Moment, stored: Collection[str] | None = None
+    ) -> RollingCommit | None: ...
+
+    def finish(
+        self, commit: RollingCommit, committed: CommittedRolling
+    ) -> RollingResult | None: ...
 
 
 class ReplayGroup:
-    """Use as a context manager; it holds the namespace's in-process rolling lock throughout."""
+    """Use as a context manager (`DialogRolling.replay_group`, which keeps the namespace's
+    other rollings in this process out meanwhile); leaving it commits the last group."""
 
-    def __init__(
-        self,
-        rolling: DialogRolling,
-        store: MemoryStore,
-        leases: LeaseKeeper,
-        single_flight: threading.Lock,
-    ) -> None:
+    def __init__(self, rolling: RollingPlanner, store: MemoryStore, leases: LeaseKeeper) -> None:
         self._rolling = rolling
         self._store = store
         self._leases = leases
-        self._single_flight = single_flight
         self._namespace = rolling.namespace
         self._settings = rolling.settings
         #: The window as the database will hold it, with each row's interaction;
@@ -62,7 +82,6 @@ class ReplayGroup:
         self.results: list[RollingResult] = []
 
     def __enter__(self) -> ReplayGroup:
-        self._single_flight.acquire()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -74,7 +93,6 @@ class ReplayGroup:
                 self._window = None
                 self._steps.clear()
                 self._leases.release(self._namespace)
-            self._single_flight.release()
 
     # -- what a replay does ----------------------------------------------------------
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from partner_memory.errors import ConfigurationError
-from partner_memory.settings import DEFAULT_BUSY_TIMEOUT, DEFAULT_PG_DEADLINE
 from partner_memory.store.base import (
     CommittedRolling,
-    KeptText,
     LogStore,
-    LogTransaction,
     MemoryStore,
     ReplayStep,
     RollingCommit,
@@ -18,22 +15,53 @@ from partner_memory.store.base import (
     UnitWrite,
     WindowStore,
 )
+from partner_memory.store.capabilities import (
+    DumpStore,
+    ForgetStore,
+    InspectionStore,
+    KeyStore,
+    RecallStore,
+    TopicStore,
+    require,
+    supports,
+)
+from partner_memory.store.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_PG_DEADLINE
 from partner_memory.store.dialect import Capability, Dialect
+from partner_memory.store.staged import (
+    FiledTopics,
+    IndexedMessages,
+    Record,
+    Staged,
+    StoredRecord,
+    Unrecord,
+)
 
 __all__ = [
     "Capability",
     "CommittedRolling",
     "Dialect",
-    "KeptText",
+    "DumpStore",
+    "FiledTopics",
+    "ForgetStore",
+    "IndexedMessages",
+    "InspectionStore",
+    "KeyStore",
     "LogStore",
-    "LogTransaction",
     "MemoryStore",
+    "RecallStore",
+    "Record",
     "ReplayStep",
     "RollingCommit",
+    "Staged",
+    "StoredRecord",
+    "TopicStore",
     "UnitStore",
     "UnitWrite",
+    "Unrecord",
     "WindowStore",
     "open_store",
+    "require",
+    "supports",
 ]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")

@@ -1,23 +1,24 @@
-"""The store contract: the few verbs a backend implements, in layers.
+"""The core store contract: what every backend implements, in three layers.
 
-`UnitStore` keeps units and slices; `WindowStore` adds a namespace's live
-state (window, activity, rolling lease); `LogStore` adds the ordered rolling
-log and its consumers. `MemoryStore` is all three, plus optional
-`capabilities`. Everything richer (sessions, paging, slice-to-message reads,
-import/export) is built once on top, never per backend. Each verb is one
-transaction and all-or-nothing. Unless a verb says otherwise, an unknown
+`UnitStore` keeps namespaces, units, messages and slices; `WindowStore` adds a
+namespace's live state (window, activity, rolling lease, the context's
+activation); `LogStore` adds the ordered rolling log, its commits and the
+followers that track their position in it. `MemoryStore` is the three; what a
+backend may offer beyond them (keys, topics, recall rows, forgetting, dumps,
+inspection) is in `store.capabilities`. Everything richer (sessions, paging,
+slice-to-message reads, import/export) is built once on top, never per
+backend. `partner_memory.testing` holds the tests a backend passes. Each verb
+is one transaction and all-or-nothing. Unless a verb says otherwise, an unknown
 namespace raises NotFoundError, refused input InvalidInputError, a lost race
 ConflictError, and an unreachable or locked database StorageUnavailableError.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
-from partner_memory.errors import InvalidInputError
 from partner_memory.model import (
     Activation,
     ConsumerStatus,
@@ -26,16 +27,14 @@ from partner_memory.model import (
     MemorySlice,
     Message,
     NamespaceInfo,
-    NamespaceOverview,
     RollingCost,
-    RollingRecord,
-    RollingTotals,
     TrajectoryState,
     UnitInfo,
     UnitUpdate,
     WindowActivity,
 )
-from partner_memory.store.dialect import Capability, Dialect
+from partner_memory.store.dialect import Capability
+from partner_memory.store.staged import Staged, StoredRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,147 +91,12 @@ class ReplayStep:
     interactions: Sequence[int | None] = ()
 
 
-class RecallRow(NamedTuple):
-    """One stored message as the recall index keeps it: where it is, and its terms."""
-
-    unit_id: str
-    position: int
-    #: The rolling (log sequence number) that stored it; 0 when written by a reindex.
-    seq: int
-    speaker: str | None
-    timestamp: int | None
-    #: Its analysed terms, space-separated.
-    terms: str
-    #: Its meaning as signed bytes (`recall.embed`), None when no embedder made one.
-    vector: bytes | None = None
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-
-
-@dataclass(frozen=True, slots=True)
-class KeptText:
-    """A durable consumer's own table that holds memory's text, and the columns saying
-    whose: its namespace (the name), and at least one of the unit, slice or message id.
-    A forget deletes the rows it concerns in its own transaction, whichever process
-    forgets (the declaration is kept in the database), by the most precise key the
-    table has: forgetting messages removes their rows, else the rows of the slices or
-    units that held them (what was drawn from them); forgetting a unit removes its
-    rows, else those of its slices or messages."""
-
-    table: str
-    namespace: str = "namespace"
-    unit: str | None = None
-    slice: str | None = None
-    message: str | None = None
-
-    def __post_init__(self) -> None:
-        named = [self.table, self.namespace, self.unit, self.slice, self.message]
-        for name in named:
-            if name is not None and not (isinstance(name, str) and _IDENTIFIER.fullmatch(name)):
-                raise InvalidInputError(
-                    f"KeptText names a table or column {name!r}: use a plain SQL identifier"
-                )
-        if self.unit is None and self.slice is None and self.message is None:
-            raise InvalidInputError(
-                f"KeptText {self.table!r} needs a unit, slice or message column to say"
-                " which rows a forget removes"
-            )
-
-
-class Located(NamedTuple):
-    """Where a stored message is."""
-
-    message_id: str
-    unit_id: str
-    position: int
-
-
-class Resummary(NamedTuple):
-    """A slice's new summary, made from what remains of it after a forget."""
-
-    unit_id: str
-    slice_id: str
-    summary: str
-    summarizer: str | None
-
-
-class RecallState(NamedTuple):
-    """What a process holding a namespace's recall index in memory checks it against."""
-
-    #: Bumped by each reindex: a cached index of another generation is rebuilt.
-    generation: int
-    #: The last rolling whose messages are in `recall_docs`...
-    indexed: int
-    #: ...and the namespace's newest rolling (the rest is read from the log).
-    head: int
-    #: The embedder whose vectors the rows hold (None: nothing indexed yet).
-    embedder: str | None = None
-
-
-class StoredKey(NamedTuple):
-    """An API key as the store keeps it: never the secret, only its hash."""
-
-    key_id: str
-    secret_hash: str
-    namespaces: str
-    scope: str
-    created_at: int
-    revoked_at: int | None
-
-
-class TopicSlice(NamedTuple):
-    """A slice filed under a topic path, with the range of messages it covers."""
-
-    unit_id: str
-    slice_id: str
-    start_index: int
-    end_index: int
-    path: str
-
-
-class RecallAnalyzer(Protocol):
-    """What turns messages into recall rows (`recall.analyze.RecallAnalysis`)."""
-
-    @property
-    def embedder_name(self) -> str: ...
-
-    def rows(self, messages: Sequence[Message]) -> list[tuple[str | None, str, bytes | None]]:
-        """Each message's speaker, space-separated terms and vector."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class NamespaceDump:
-    """Every row of one namespace, without the store's own keys: what `copy` carries."""
-
-    name: str
-    memory_session_id: str
-    rolling_seq: int
-    units: list[tuple[Any, ...]]
-    messages: list[tuple[Any, ...]]
-    slices: list[tuple[Any, ...]]
-    window: list[tuple[Any, ...]]
-    activity: tuple[Any, ...] | None
-    rollings: list[tuple[Any, ...]]
-    consumers: list[tuple[Any, ...]]
-
-
 @dataclass(frozen=True, slots=True)
 class CommittedRolling:
     """What `commit_rolling` wrote: the unit update and log position, if a slice was stored."""
 
     update: UnitUpdate | None
     seq: int | None
-
-
-class LogTransaction(Protocol):
-    """One store transaction as a durable consumer sees it: `?`-style SQL, rows back."""
-
-    @property
-    def dialect(self) -> Dialect: ...
-
-    def execute(self, query: str, params: Sequence[Any] = ...) -> list[tuple[Any, ...]]: ...
 
 
 @runtime_checkable
@@ -268,18 +132,6 @@ class UnitStore(Protocol):
         ...
 
     def count_namespaces(self, *, matching: str | None = None) -> int: ...
-
-    def namespace_overviews(
-        self,
-        *,
-        limit: int,
-        after: str | None = None,
-        search: str | None = None,
-        matching: str | None = None,
-    ) -> list[NamespaceOverview]:
-        """Namespaces by name with their figures; `search` keeps the names holding it
-        (any case), `matching` those a glob matches; `after` a name, the next `limit`."""
-        ...
 
     def set_session(self, namespace: str, session_id: str) -> None:
         """Make `session_id` the namespace's current memory session."""
@@ -451,6 +303,17 @@ class WindowStore(Protocol):
         """Record that the quiet after `last_interaction` needs no idle rolling."""
         ...
 
+    def context_state(self, namespace: str, *, slices: int) -> ContextState:
+        """What the namespace's context is made of, in one read: its `slices` newest
+        slices (newest first, forgotten ones included with an empty summary) and the
+        latest recall's activation."""
+        ...
+
+    def set_activation(self, namespace: str, activation: Activation | None) -> None:
+        """Replace the namespace's activation (None: clear it). A forget of a message,
+        slice or unit it quotes removes it in the forget's transaction."""
+        ...
+
 
 @runtime_checkable
 class LogStore(Protocol):
@@ -477,121 +340,28 @@ class LogStore(Protocol):
         """
         ...
 
-    def recall_state(self, namespace: str, consumer: str) -> RecallState: ...
-
-    def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
-        """Recall rows written by rollings `after` < seq <= `through`, in log order."""
-        ...
-
-    def add_api_key(self, key: StoredKey) -> None:
-        """Store a new key (its id must be new)."""
-        ...
-
-    def api_keys(self) -> list[StoredKey]:
-        """Every key, revoked ones too, oldest first."""
-        ...
-
-    def find_api_key(self, key_id: str) -> StoredKey | None: ...
-
-    def revoke_api_key(self, key_id: str, *, at: int) -> bool:
-        """Revoke a key; False if there is no such key (revoking twice is not an error)."""
-        ...
-
-    def topic_paths(self, namespace: str, *, limit: int = 100) -> list[tuple[str, int]]:
-        """The namespace's topic paths with the number of slices under each, most first."""
-        ...
-
-    def topic_slices(self, namespace: str, path: str) -> list[TopicSlice]:
-        """The slices filed under `path` or below it (`path->...`), oldest first."""
-        ...
-
-    def reindex_recall(
-        self,
-        namespace: str,
-        consumer: str,
-        analysis: RecallAnalyzer,
-    ) -> int:
-        """Rebuild the namespace's recall rows from its units in one transaction (`analysis`
-        gives messages' speakers, terms and vectors), set `consumer` to the log head, record
-        the embedder and bump the generation. Returns the number of messages indexed."""
-        ...
-
-    def locate_messages(self, namespace: str, message_ids: Sequence[str]) -> list[Located]:
-        """Where the stored ones among `message_ids` are (unit and position)."""
-        ...
-
-    def forget_messages(
-        self,
-        namespace: str,
-        message_ids: Sequence[str],
-        resummaries: Sequence[Resummary],
-        *,
-        at: int,
-    ) -> int:
-        """In one transaction: blank the stored messages (the rows keep their ids and
-        positions), drop them from the window and the recall rows, give the slices
-        their new summaries, move the namespace's generation on and record the forget.
-        Returns how many were found; NotFoundError when none was."""
-        ...
-
-    def forget_unit(self, namespace: str, unit_id: str, *, at: int) -> None:
-        """Delete a unit, its messages, slices, recall rows and log entries; recorded."""
-        ...
-
-    def forget_namespace(self, namespace: str, *, at: int) -> None:
-        """Delete a namespace and everything in it; recorded (by name) in `forget_log`."""
-        ...
-
-    def purge(self) -> list[str]:
-        """Remove what forgets deleted from the database's files too, where a delete alone
-        leaves it there; returns what was rewritten. An operator's job: it may lock tables."""
-        ...
-
-    def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
-        """(kind, target, at) of the namespace's forgets, newest first - never content."""
-        ...
-
-    def context_state(self, namespace: str, *, slices: int) -> ContextState:
-        """What the namespace's context is made of, in one read: its `slices` newest
-        slices (newest first, forgotten ones included with an empty summary) and the
-        latest recall's activation."""
-        ...
-
-    def set_activation(self, namespace: str, activation: Activation | None) -> None:
-        """Replace the namespace's activation (None: clear it). A forget of a message,
-        slice or unit it quotes removes it in the forget's transaction."""
-        ...
-
     def log_head(self, namespace: str) -> int:
         """The sequence number of the namespace's newest rolling (0: none)."""
-        ...
-
-    def rolling_history(
-        self, namespace: str, *, limit: int, before: int | None = None
-    ) -> list[RollingRecord]:
-        """Rollings newest first, with their cost; `before` a seq, the `limit` older ones."""
         ...
 
     def read_log(self, namespace: str, after: int, *, limit: int = 100) -> list[LogEntry]:
         """Rollings with sequence numbers above `after`, oldest first."""
         ...
 
-    def run_in_transaction(self, work: Callable[[LogTransaction], None]) -> None:
-        """Run `work` in one write transaction (a durable consumer's set-up)."""
-        ...
-
     def follow_log(
         self,
         consumer: str,
         namespace: str,
-        apply: Callable[[LogTransaction, LogEntry], None],
+        apply: Callable[[LogEntry], Sequence[Staged]],
         *,
         batch: int = 1,
         prepare: Callable[[Sequence[LogEntry]], None] | None = None,
     ) -> LogEntry | None:
-        """Apply the consumer's next rollings (up to `batch`, in order) and advance its
-        position, in one transaction. Returns the last one applied, None when it is
-        caught up. If `apply` raises, nothing of the batch is written.
+        """Apply the consumer's next rollings (up to `batch`, in order): write what `apply`
+        returns for each (`store.staged`) and advance the consumer's position, in one
+        transaction. Returns the last one applied, None when it is caught up. If `apply`
+        raises, or returns what is not a staged write (InvalidInputError), nothing of
+        the batch is written. Writes of a rolling whose unit is gone are dropped.
 
         `prepare`, if given, first sees the rollings `apply` will probably get, outside
         any transaction (slow work - an LLM, an embeddings endpoint - holds no lock);
@@ -610,23 +380,22 @@ class LogStore(Protocol):
 
     def consumer_status(self, namespace: str) -> list[ConsumerStatus]: ...
 
-    def declare_kept_text(self, consumer: str, kept: Sequence[KeptText]) -> None:
-        """Record (replacing what it said before) where `consumer` keeps memory's text."""
+    def read_records(
+        self,
+        consumer: str,
+        namespace: str,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[StoredRecord]:
+        """A consumer's records in the namespace by key (code-point order): those whose
+        key begins with `prefix`, after the key `after`, at most `limit`."""
         ...
-
-    def rolling_totals(self, namespace: str) -> RollingTotals: ...
 
 
 @runtime_checkable
 class MemoryStore(UnitStore, WindowStore, LogStore, Protocol):
-    """Everything a backend implements."""
-
-    def export_namespace(self, namespace: str) -> NamespaceDump:
-        """Every row of a namespace, in one read transaction."""
-        ...
-
-    def import_namespace(self, dump: NamespaceDump) -> None:
-        """Write a dump as a new namespace, all or nothing; ConflictError if it exists."""
-        ...
+    """The core every backend implements."""
 
     def close(self) -> None: ...

@@ -26,7 +26,7 @@ from partner_memory.errors import (
     PartnerMemoryError,
     StorageUnavailableError,
 )
-from partner_memory.settings import DEFAULT_PG_DEADLINE
+from partner_memory.store.defaults import DEFAULT_PG_DEADLINE
 from partner_memory.store.dialect import POSTGRESQL, Capability
 from partner_memory.store.pg_replay import replaying
 from partner_memory.store.schema import TEXT_TABLES
@@ -140,13 +140,12 @@ class PostgresStore(SqlStore):
             log.warning("could not vacuum the window table of %s: %s", redact(self._url), exc)
 
     def purge(self) -> list[str]:
-        """Rewrite each table that holds text (`VACUUM FULL`), consumers' declared ones too: a
+        """Rewrite each table that holds text (`VACUUM FULL`), consumers' records too: a
         delete leaves the old row versions in the table files until then. Each table is
         locked while it is rewritten."""
         if self.read_only:
             raise ConfigurationError(f"database {self.url} is opened read-only")
-        with self._transaction(write=False) as cur:  # consumers' tables that keep text too
-            tables = list(dict.fromkeys([*TEXT_TABLES, *(k.table for k in self._kept(cur))]))
+        tables = list(TEXT_TABLES)
         self._vacuum(tables, full=True)
         return tables
 

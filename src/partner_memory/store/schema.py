@@ -47,7 +47,8 @@ def migration_steps(dialect: Dialect) -> list[list[str]]:
 
 
 #: The tables holding text a forget removes (names, messages, summaries, the window,
-#: the rolling log, recall's terms and topics, the recall block): what a purge rewrites.
+#: the rolling log, recall's terms and topics, the recall block, consumers' records):
+#: what a purge rewrites.
 TEXT_TABLES = (
     "namespaces",
     "messages",
@@ -57,6 +58,7 @@ TEXT_TABLES = (
     "recall_docs",
     "topics",
     "activations",
+    "consumer_records",
 )
 
 MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
@@ -308,5 +310,35 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
             message_column TEXT,
             PRIMARY KEY (consumer, table_name)
         )""",
+    ),
+    # Step 11: durable consumers keep their own records here, through typed writes
+    # (they never see the database); each says what memory it was drawn from, so a
+    # forget removes it. The SQL tables step 10 declared are no longer written to.
+    (
+        "DROP TABLE consumer_text",
+        PerBackend(
+            sqlite="""CREATE TABLE consumer_records (
+                namespace_id BIGINT NOT NULL,
+                consumer TEXT NOT NULL,
+                record_key TEXT NOT NULL,
+                value TEXT NOT NULL,
+                unit_id TEXT,
+                slice_id TEXT,
+                message_id TEXT,
+                PRIMARY KEY (namespace_id, consumer, record_key)
+            )""",
+            postgresql="""CREATE TABLE consumer_records (
+                namespace_id BIGINT NOT NULL,
+                consumer TEXT NOT NULL,
+                record_key TEXT COLLATE "C" NOT NULL,
+                value TEXT NOT NULL,
+                unit_id TEXT,
+                slice_id TEXT,
+                message_id TEXT,
+                PRIMARY KEY (namespace_id, consumer, record_key)
+            )""",
+        ),
+        "CREATE INDEX consumer_records_by_unit ON consumer_records (namespace_id, unit_id)",
+        "CREATE INDEX consumer_records_by_message ON consumer_records (namespace_id, message_id)",
     ),
 )

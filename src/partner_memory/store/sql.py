@@ -30,8 +30,14 @@ from partner_memory.store.sql_base import (
     slice_from_row,
     unit_from_row,
 )
+from partner_memory.store.sql_context import ContextSql
 from partner_memory.store.sql_dump import DumpSql
 from partner_memory.store.sql_forget import ForgetSql
+from partner_memory.store.sql_keys import KeySql
+from partner_memory.store.sql_log import LogSql
+from partner_memory.store.sql_recall import RecallSql
+from partner_memory.store.sql_topics import TopicSql
+from partner_memory.store.sql_window import WindowSql, insert_trajectory
 
 __all__ = ["MIGRATIONS", "SCHEMA_TABLE", "SqlStore"]
 
@@ -69,7 +75,7 @@ def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
     return clauses, params
 
 
-class SqlStore(ForgetSql, DumpSql):
+class SqlStore(WindowSql, ContextSql, LogSql, RecallSql, TopicSql, KeySql, ForgetSql, DumpSql):
     """Shared implementation of `MemoryStore` over a DB-API connection."""
 
     # -- schema ------------------------------------------------------------------
@@ -261,7 +267,7 @@ class SqlStore(ForgetSql, DumpSql):
                 self._write_unit(cur, namespace, namespace_id, write)
             if trajectory is not None:
                 self._run(cur, "DELETE FROM trajectory WHERE namespace_id = ?", (namespace_id,))
-                self._insert_trajectory(cur, namespace_id, trajectory)
+                insert_trajectory(self, cur, namespace_id, trajectory)
 
     def _write_unit(self, cur: Cursor, namespace: str, namespace_id: int, write: UnitWrite) -> None:
         unit = self._open_unit(cur, namespace_id, write.id, write.timestamp)

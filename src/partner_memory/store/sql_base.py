@@ -89,21 +89,6 @@ def values_clause(rows: int, columns: int) -> str:
     return ", ".join(["(" + ", ".join(["?"] * columns) + ")"] * rows)
 
 
-class SqlTransaction:
-    """A consumer's view of one store transaction: run `?`-style SQL, get rows back."""
-
-    __slots__ = ("_cur", "_store", "dialect")
-
-    def __init__(self, cur: Cursor, store: SqlBase) -> None:
-        self._cur = cur
-        self._store = store
-        self.dialect = store.dialect
-
-    def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        self._store._run(self._cur, query, params)
-        return [tuple(r) for r in self._store._rows(self._cur)]
-
-
 class SqlBase(ABC):
     """Connection hooks a backend provides, and the helpers every query group shares."""
 

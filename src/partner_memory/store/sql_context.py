@@ -7,28 +7,22 @@ from collections.abc import Collection
 from typing import Any
 
 from partner_memory.model import Activation, ContextState
-from partner_memory.store.sql_base import Cursor
-from partner_memory.store.sql_keys import KeySql
+from partner_memory.store.sql_base import Cursor, SqlBase
+from partner_memory.store.sql_log import recent_slices_of
 
 _ACTIVATION = "at, full_text, compact_text, abstract_text, message_ids, slice_keys"
 
 
-class ContextSql(KeySql):
+class ContextSql(SqlBase):
     """Context verbs of `MemoryStore`."""
 
     def context_state(self, namespace: str, *, slices: int) -> ContextState:
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             return ContextState(
-                self._recent_slices(cur, namespace_id, slices),
-                self._activation(cur, namespace_id),
+                recent_slices_of(self, cur, namespace_id, slices),
+                read_activation(self, cur, namespace_id),
             )
-
-    def _activation(self, cur: Cursor, namespace_id: int) -> Activation | None:
-        row = self._run(
-            cur, f"SELECT {_ACTIVATION} FROM activations WHERE namespace_id = ?", (namespace_id,)
-        ).fetchone()
-        return None if row is None else _activation(row)
 
     def set_activation(self, namespace: str, activation: Activation | None) -> None:
         with self._transaction(write=True) as cur:
@@ -51,23 +45,6 @@ class ContextSql(KeySql):
                 ),
             )
 
-    def _drop_activation(
-        self,
-        cur: Cursor,
-        namespace_id: int,
-        *,
-        messages: Collection[str] = (),
-        slices: Collection[str] = (),
-        units: Collection[str] = (),
-    ) -> None:
-        """Inside a forget: the activation goes if it quotes anything forgotten."""
-        held = self._activation(cur, namespace_id)
-        if held is None:
-            return
-        quoted = set(held.message_ids)
-        if quoted.intersection(messages) or any(s in slices or u in units for u, s in held.slices):
-            self._run(cur, "DELETE FROM activations WHERE namespace_id = ?", (namespace_id,))
-
 
 def _activation(row: Any) -> Activation:
     keys = [line.split("\t", 1) for line in str(row[5]).split("\n") if line]
@@ -79,3 +56,28 @@ def _activation(row: Any) -> Activation:
         message_ids=tuple(i for i in str(row[4]).split("\n") if i),
         slices=tuple((u, s) for u, s in keys),
     )
+
+
+def read_activation(sql: SqlBase, cur: Cursor, namespace_id: int) -> Activation | None:
+    row = sql._run(
+        cur, f"SELECT {_ACTIVATION} FROM activations WHERE namespace_id = ?", (namespace_id,)
+    ).fetchone()
+    return None if row is None else _activation(row)
+
+
+def drop_activation(
+    sql: SqlBase,
+    cur: Cursor,
+    namespace_id: int,
+    *,
+    messages: Collection[str] = (),
+    slices: Collection[str] = (),
+    units: Collection[str] = (),
+) -> None:
+    """Inside a forget: the activation goes if it quotes anything forgotten."""
+    held = read_activation(sql, cur, namespace_id)
+    if held is None:
+        return
+    quoted = set(held.message_ids)
+    if quoted.intersection(messages) or any(s in slices or u in units for u, s in held.slices):
+        sql._run(cur, "DELETE FROM activations WHERE namespace_id = ?", (namespace_id,))

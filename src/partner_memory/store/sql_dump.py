@@ -4,7 +4,7 @@ Surrogate keys (namespace ids, unit pks) are the only thing not carried
 over: the destination numbers its own rows. Everything else - message ids,
 timestamps and metadata, slice summarisers, the window with its interaction
 times, the quiet already rolled, the rolling log with its numbers and costs,
-consumer positions - arrives exactly as it was, in one transaction.
+consumer positions and records - arrives exactly as it was, in one transaction.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from partner_memory.errors import ConflictError, NotFoundError
-from partner_memory.store.base import NamespaceDump
+from partner_memory.store.capabilities import NamespaceDump
 from partner_memory.store.sql_base import (
     Cursor,
     SqlBase,
@@ -29,6 +29,7 @@ _ROLLING = (
     " unit_slices, holder"
 )
 _CONSUMER = "name, durable, position, failures, last_error, last_failure_at"
+_RECORD = "consumer, record_key, value, unit_id, slice_id, message_id"
 
 
 def _rows(cur: Cursor) -> list[tuple[Any, ...]]:
@@ -64,6 +65,7 @@ class DumpSql(SqlBase):
                 activity=None if activity is None else tuple(activity),
                 rollings=self._select(cur, _ROLLING, "rollings", "seq", nid),
                 consumers=self._select(cur, _CONSUMER, "consumers", "name", nid),
+                records=self._select(cur, _RECORD, "consumer_records", "consumer, record_key", nid),
             )
 
     def _select(
@@ -129,6 +131,7 @@ class DumpSql(SqlBase):
                 ),
                 ("rollings", _ROLLING, dump.rollings),
                 ("consumers", _CONSUMER, dump.consumers),
+                ("consumer_records", _RECORD, dump.records),
             ]
             for table, columns, rows in by_namespace:
                 self._insert_rows(cur, table, "namespace_id, " + columns, [(nid, *r) for r in rows])

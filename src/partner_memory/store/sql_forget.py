@@ -6,26 +6,26 @@ that held it get the summaries the caller made from what remains. A
 forgotten unit or namespace is deleted. Either way the recall rows and the
 topics of the slices concerned go with it, the window loses it, and the
 namespace's generation moves on, so every process rebuilds what it derived
-(its recall index, its context blocks). The rows durable consumers keep of
-that text (`KeptText`, declared in `consumer_text`) are deleted in the same
-transaction, whichever process forgets.
+(its recall index, its context blocks). The records durable consumers drew
+from it (`Record`) are deleted in the same transaction, whichever process
+forgets: by message, else by the slice or unit that held it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from partner_memory.errors import NotFoundError
-from partner_memory.store.base import KeptText, Located, Resummary
-from partner_memory.store.sql_base import Cursor
-from partner_memory.store.sql_context import ContextSql
-from partner_memory.store.sql_window import chunks, in_list
+from partner_memory.store.capabilities import Located, Resummary
+from partner_memory.store.sql_base import Cursor, SqlBase
+from partner_memory.store.sql_context import drop_activation
+from partner_memory.store.sql_window import chunks, in_list, remove_window
 
 #: What a forgotten message's metadata says instead of what it said.
 FORGOTTEN_METADATA = '{"forgotten": true}'
 
 
-class ForgetSql(ContextSql):
+class ForgetSql(SqlBase):
     """Forget verbs of `MemoryStore`."""
 
     def locate_messages(self, namespace: str, message_ids: Sequence[str]) -> list[Located]:
@@ -70,7 +70,7 @@ class ForgetSql(ContextSql):
                     (namespace_id, *chunk),
                 ).fetchall()
                 found.update(str(r[0]) for r in rows)
-            self._remove_window(cur, namespace_id, list(message_ids))
+            remove_window(self, cur, namespace_id, list(message_ids))
             if not found:
                 raise NotFoundError(
                     f"message {message_ids[0]!r} not found in namespace {namespace!r}"
@@ -97,21 +97,19 @@ class ForgetSql(ContextSql):
                         change.unit_id,
                     ),
                 )
-            self._drop_activation(
+            drop_activation(
+                self,
                 cur,
                 namespace_id,
                 messages=set(message_ids),
                 slices={change.slice_id for change in resummaries},
             )
-            unit_pks = sorted({int(r[1]) for r in stored})
-            self._forget_kept(
+            self._forget_records(
                 cur,
-                namespace,
-                [  # the most precise key a table has: its messages, else what held them
-                    ("message", lambda: message_ids),
-                    ("slice", lambda: [change.slice_id for change in resummaries]),
-                    ("unit", lambda: self._column_of(cur, "unit_id", "units", "pk", unit_pks)),
-                ],
+                namespace_id,
+                message_ids,
+                [(change.unit_id, change.slice_id) for change in resummaries],
+                sorted({int(r[1]) for r in stored}),
             )
             self._moved_on(cur, namespace_id)
             self._record(cur, namespace, "message", message_ids, at)
@@ -128,22 +126,11 @@ class ForgetSql(ContextSql):
             if row is None:
                 raise NotFoundError(f"unit {unit_id!r} not found in namespace {namespace!r}")
             unit_pk, slices = int(row[0]), int(row[1])
-            self._forget_kept(
+            self._run(  # what was drawn from the unit, or from one of its messages
                 cur,
-                namespace,
-                [  # the unit's rows, else those of its slices or messages (read before they go)
-                    ("unit", lambda: [unit_id]),
-                    (
-                        "slice",
-                        lambda: self._column_of(cur, "slice_id", "slices", "unit_pk", [unit_pk]),
-                    ),
-                    (
-                        "message",
-                        lambda: self._column_of(
-                            cur, "message_id", "messages", "unit_pk", [unit_pk]
-                        ),
-                    ),
-                ],
+                "DELETE FROM consumer_records WHERE namespace_id = ? AND (unit_id = ? OR"
+                " message_id IN (SELECT message_id FROM messages WHERE unit_pk = ?))",
+                (namespace_id, unit_id, unit_pk),
             )
             for table in ("recall_docs", "topics", "messages", "slices"):
                 self._run(cur, f"DELETE FROM {table} WHERE unit_pk = ?", (unit_pk,))
@@ -153,7 +140,7 @@ class ForgetSql(ContextSql):
                 (namespace_id, unit_id),
             )
             self._run(cur, "DELETE FROM units WHERE pk = ?", (unit_pk,))
-            self._drop_activation(cur, namespace_id, units={unit_id})
+            drop_activation(self, cur, namespace_id, units={unit_id})
             self._run(
                 cur,
                 "UPDATE namespaces SET unit_count = unit_count - 1,"
@@ -166,7 +153,6 @@ class ForgetSql(ContextSql):
     def forget_namespace(self, namespace: str, *, at: int) -> None:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace, lock=True)
-            self._forget_kept(cur, namespace, None)
             by_unit = "unit_pk IN (SELECT pk FROM units WHERE namespace_id = ?)"
             for table in ("recall_docs", "messages", "slices"):
                 self._run(cur, f"DELETE FROM {table} WHERE {by_unit}", (namespace_id,))
@@ -179,6 +165,7 @@ class ForgetSql(ContextSql):
                 "rolling_leases",
                 "consumers",
                 "activations",
+                "consumer_records",
             ):
                 self._run(cur, f"DELETE FROM {table} WHERE namespace_id = ?", (namespace_id,))
             self._run(cur, "DELETE FROM namespaces WHERE id = ?", (namespace_id,))
@@ -193,65 +180,33 @@ class ForgetSql(ContextSql):
             ).fetchall()
         return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
-    def declare_kept_text(self, consumer: str, kept: Sequence[KeptText]) -> None:
-        with self._transaction(write=True) as cur:
-            self._run(cur, "DELETE FROM consumer_text WHERE consumer = ?", (consumer,))
-            rows = [(consumer, k.table, k.namespace, k.unit, k.slice, k.message) for k in kept]
-            if rows:
-                self._insert_rows(
-                    cur,
-                    "consumer_text",
-                    "consumer, table_name, namespace_column, unit_column, slice_column,"
-                    " message_column",
-                    rows,
-                )
-
-    def _kept(self, cur: Cursor) -> list[KeptText]:
-        """Every declared table that still exists (a consumer may have dropped its own)."""
-        rows = self._run(
-            cur,
-            "SELECT table_name, namespace_column, unit_column, slice_column, message_column"
-            " FROM consumer_text ORDER BY consumer, table_name",
-        ).fetchall()
-        kept = [KeptText(str(r[0]), str(r[1]), r[2], r[3], r[4]) for r in rows]
-        return [k for k in kept if self._run(cur, self.dialect.has_table, (k.table,)).fetchone()]
-
-    def _forget_kept(
+    def _forget_records(
         self,
         cur: Cursor,
-        namespace: str,
-        keys: Sequence[tuple[str, Callable[[], Sequence[str]]]] | None,
+        namespace_id: int,
+        message_ids: Sequence[str],
+        slices: Sequence[tuple[str, str]],
+        unit_pks: Sequence[int],
     ) -> None:
-        """Delete what consumers keep of what is forgotten: all of the namespace's rows
-        (`keys` None), else, per table, those of the first key it has a column for - each
-        key's ids read only if a table needs them."""
-        kept = self._kept(cur)
-        read: dict[str, list[str]] = {}
-        for table in kept:
-            where = f"DELETE FROM {table.table} WHERE {table.namespace} = ?"
-            if keys is None:
-                self._run(cur, where, (namespace,))
-                continue
-            key, ids = next((k, i) for k, i in keys if getattr(table, k) is not None)
-            if key not in read:
-                read[key] = list(dict.fromkeys(ids()))
-            column = getattr(table, key)
-            for chunk in chunks(read[key]):
-                self._run(
-                    cur, f"{where} AND {column} IN {in_list(len(chunk))}", (namespace, *chunk)
-                )
-
-    def _column_of(
-        self, cur: Cursor, column: str, table: str, by: str, keys: Sequence[int]
-    ) -> list[str]:
-        """`column` of the rows of `table` whose `by` is one of `keys`."""
-        found: list[str] = []
-        for chunk in chunks(keys):
-            rows = self._run(
-                cur, f"SELECT {column} FROM {table} WHERE {by} IN {in_list(len(chunk))}", chunk
-            ).fetchall()
-            found += (str(r[0]) for r in rows)
-        return found
+        """Delete the records drawn from forgotten messages: those naming one of them,
+        else (naming no message) those of a slice that held one, else (naming no slice
+        either) those of a unit that held one."""
+        by = "DELETE FROM consumer_records WHERE namespace_id = ? AND "
+        for chunk in chunks(list(message_ids)):
+            self._run(cur, by + f"message_id IN {in_list(len(chunk))}", (namespace_id, *chunk))
+        for unit_id, slice_id in slices:
+            self._run(
+                cur,
+                by + "message_id IS NULL AND unit_id = ? AND slice_id = ?",
+                (namespace_id, unit_id, slice_id),
+            )
+        for pks in chunks(list(unit_pks)):
+            self._run(
+                cur,
+                by + "message_id IS NULL AND slice_id IS NULL AND unit_id IN"
+                f" (SELECT unit_id FROM units WHERE pk IN {in_list(len(pks))})",
+                (namespace_id, *pks),
+            )
 
     def _moved_on(self, cur: Cursor, namespace_id: int) -> None:
         self._run(

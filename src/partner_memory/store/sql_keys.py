@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from partner_memory.store.base import StoredKey
-from partner_memory.store.sql_topics import TopicSql
+from partner_memory.store.capabilities import StoredKey
+from partner_memory.store.sql_base import SqlBase
 
 _COLUMNS = "key_id, secret_hash, namespaces, scope, created_at, revoked_at"
 
 
-class KeySql(TopicSql):
+class KeySql(SqlBase):
     """API-key verbs of `MemoryStore`."""
 
     def add_api_key(self, key: StoredKey) -> None:

@@ -27,7 +27,6 @@ from partner_memory.model import (
 )
 from partner_memory.store.base import (
     CommittedRolling,
-    LogTransaction,
     ReplayStep,
     RollingCommit,
 )
@@ -35,12 +34,19 @@ from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
     SLICE_COLUMNS,
     Cursor,
-    SqlTransaction,
+    SqlBase,
     message_from_row,
     slice_from_row,
     values_clause,
 )
-from partner_memory.store.sql_window import WindowSql
+from partner_memory.store.sql_staged import RECORD_COLUMNS, record_from_row, write_staged
+from partner_memory.store.sql_window import (
+    insert_trajectory,
+    mark_idle,
+    release_lease,
+    remove_window,
+)
+from partner_memory.store.staged import Staged, StoredRecord, checked
 
 #: How many of the latest fallback reasons `rolling_totals` returns.
 RECENT_FALLBACKS = 5
@@ -54,14 +60,14 @@ _LOG_QUERY = f"""
 """
 
 
-class LogSql(WindowSql):
+class LogSql(SqlBase):
     """Rolling commit, log, consumer and totals verbs of `MemoryStore`."""
 
     def commit_rolling(self, namespace: str, commit: RollingCommit) -> CommittedRolling:
         with self._transaction(write=True) as cur:
             namespace_id = self._leased(cur, namespace, commit.holder)
             committed = self._apply_rolling(cur, namespace, namespace_id, commit, commit.drop)
-            self._release(cur, namespace_id, commit.holder)
+            release_lease(self, cur, namespace_id, commit.holder)
         self._window_trimmed(len(commit.drop))
         return committed
 
@@ -95,10 +101,15 @@ class LogSql(WindowSql):
                     (m, t) for m, t in zip(step.messages, times, strict=True) if m.id not in dropped
                 ]
                 for at, run in groupby(kept, key=itemgetter(1)):  # one insert per time
-                    self._insert_trajectory(
-                        cur, namespace_id, [m for m, _ in run], step.structured, interaction=at
+                    insert_trajectory(
+                        self,
+                        cur,
+                        namespace_id,
+                        [m for m, _ in run],
+                        step.structured,
+                        interaction=at,
                     )
-            self._release(cur, namespace_id, holder)
+            release_lease(self, cur, namespace_id, holder)
         self._window_trimmed(removed)
         return committed
 
@@ -131,7 +142,7 @@ class LogSql(WindowSql):
             )
             _, update = self._append_slice(cur, namespace, commit.messages, template)
             seq = self._log(cur, namespace_id, update, commit)
-        self._remove_window(cur, namespace_id, drop)
+        remove_window(self, cur, namespace_id, drop)
         if commit.new_session_id is not None:
             self._run(
                 cur,
@@ -139,7 +150,7 @@ class LogSql(WindowSql):
                 (commit.new_session_id, namespace_id),
             )
         if commit.idle and commit.last_interaction is not None:
-            self._mark_idle(cur, namespace_id, commit.last_interaction)
+            mark_idle(self, cur, namespace_id, commit.last_interaction)
         return CommittedRolling(update=update, seq=seq)
 
     def _log(
@@ -234,30 +245,15 @@ class LogSql(WindowSql):
 
     def recent_slices(self, namespace: str, limit: int) -> list[tuple[str, MemorySlice]]:
         with self._transaction(write=False) as cur:
-            return self._recent_slices(cur, self._namespace_id(cur, namespace), limit)
-
-    def _recent_slices(
-        self, cur: Cursor, namespace_id: int, limit: int
-    ) -> list[tuple[str, MemorySlice]]:
-        rows = self._run(
-            cur,
-            f"SELECT u.unit_id, {_S_COLUMNS} FROM slices s JOIN units u ON u.pk = s.unit_pk"
-            " WHERE s.namespace_id = ? ORDER BY s.timestamp DESC, s.pk DESC LIMIT ?",
-            (namespace_id, limit),
-        ).fetchall()
-        return [(str(r[0]), slice_from_row(r[1:])) for r in rows]
+            return recent_slices_of(self, cur, self._namespace_id(cur, namespace), limit)
 
     # -- consumers -------------------------------------------------------------------
-
-    def run_in_transaction(self, work: Callable[[LogTransaction], None]) -> None:
-        with self._transaction(write=True) as cur:
-            work(SqlTransaction(cur, self))
 
     def follow_log(
         self,
         consumer: str,
         namespace: str,
-        apply: Callable[[LogTransaction, LogEntry], None],
+        apply: Callable[[LogEntry], Sequence[Staged]],
         *,
         batch: int = 1,
         prepare: Callable[[Sequence[LogEntry]], None] | None = None,
@@ -297,7 +293,15 @@ class LogSql(WindowSql):
             if not entries:
                 return None
             for entry in entries:
-                apply(SqlTransaction(cur, self), entry)
+                writes = checked(apply(entry), consumer)
+                write_staged(
+                    self,
+                    cur,
+                    consumer=consumer,
+                    namespace_id=namespace_id,
+                    entry=entry,
+                    writes=writes,
+                )
             self._run(
                 cur,
                 "UPDATE consumers SET position = ?, durable = 1"
@@ -305,6 +309,28 @@ class LogSql(WindowSql):
                 (entries[-1].seq, consumer, namespace_id),
             )
         return entries[-1]
+
+    def read_records(
+        self,
+        consumer: str,
+        namespace: str,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[StoredRecord]:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            query = (
+                f"SELECT {RECORD_COLUMNS} FROM consumer_records"
+                " WHERE namespace_id = ? AND consumer = ? AND substr(record_key, 1, ?) = ?"
+            )
+            params: list[object] = [namespace_id, consumer, len(prefix), prefix]
+            if after is not None:
+                query += " AND record_key > ?"
+                params.append(after)
+            rows = self._run(cur, query + " ORDER BY record_key LIMIT ?", (*params, limit))
+            return [record_from_row(r) for r in rows.fetchall()]
 
     def lagging_namespaces(self, consumer: str, *, limit: int = 1000) -> list[str]:
         with self._transaction(write=False) as cur:
@@ -422,3 +448,15 @@ class LogSql(WindowSql):
             fallbacks=int(sums[6]),
             recent_fallbacks=tuple(str(r[0]).splitlines()[0] for r in recent),
         )
+
+
+def recent_slices_of(
+    sql: SqlBase, cur: Cursor, namespace_id: int, limit: int
+) -> list[tuple[str, MemorySlice]]:
+    rows = sql._run(
+        cur,
+        f"SELECT u.unit_id, {_S_COLUMNS} FROM slices s JOIN units u ON u.pk = s.unit_pk"
+        " WHERE s.namespace_id = ? ORDER BY s.timestamp DESC, s.pk DESC LIMIT ?",
+        (namespace_id, limit),
+    ).fetchall()
+    return [(str(r[0]), slice_from_row(r[1:])) for r in rows]

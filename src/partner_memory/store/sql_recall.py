@@ -10,17 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from partner_memory.errors import NotFoundError
-from partner_memory.store.base import RecallAnalyzer, RecallRow, RecallState
-from partner_memory.store.sql_base import MESSAGE_COLUMNS, message_from_row
-from partner_memory.store.sql_log import LogSql
-
-#: Columns of a recall row as inserted...
-RECALL_COLUMNS = "unit_pk, position, namespace_id, seq, speaker, timestamp, terms, vector"
-#: ...where a row already there (a message indexed twice) is left as it is.
-RECALL_CONFLICT = " ON CONFLICT (unit_pk, position) DO NOTHING"
+from partner_memory.store.capabilities import RecallAnalyzer, RecallRow, RecallState
+from partner_memory.store.sql_base import MESSAGE_COLUMNS, SqlBase, message_from_row
+from partner_memory.store.sql_staged import RECALL_COLUMNS, RECALL_CONFLICT
 
 
-class RecallSql(LogSql):
+class RecallSql(SqlBase):
     """Recall-index verbs of `MemoryStore`."""
 
     def recall_state(self, namespace: str, consumer: str) -> RecallState:

@@ -7,14 +7,12 @@ LIKE (whose case rules and wildcards differ per database).
 
 from __future__ import annotations
 
-from partner_memory.store.base import TopicSlice
-from partner_memory.store.sql_recall import RecallSql
-
-#: A topic path's levels are joined by this.
-TOPIC_SEPARATOR = "->"
+from partner_memory.model import TOPIC_SEPARATOR
+from partner_memory.store.capabilities import TopicSlice
+from partner_memory.store.sql_base import SqlBase
 
 
-class TopicSql(RecallSql):
+class TopicSql(SqlBase):
     """Topic verbs of `MemoryStore`."""
 
     def topic_paths(self, namespace: str, *, limit: int = 100) -> list[tuple[str, int]]:

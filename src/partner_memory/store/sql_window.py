@@ -167,8 +167,8 @@ class WindowSql(SqlBase):
                     f"DELETE FROM trajectory WHERE namespace_id = {_BY_NAME} AND structured = 1",
                     (namespace,),
                 )
-            self._insert_trajectory(
-                cur, (_BY_NAME, namespace), messages, structured, interaction=last_interaction
+            insert_trajectory(
+                self, cur, (_BY_NAME, namespace), messages, structured, interaction=last_interaction
             )
             row = self._run(
                 cur,
@@ -178,44 +178,11 @@ class WindowSql(SqlBase):
             ).fetchone()
             return WindowAppend(int(row[0]), None if row[1] is None else int(row[1]))
 
-    def _insert_trajectory(
-        self,
-        cur: Cursor,
-        namespace: int | tuple[str, str],
-        messages: Sequence[Message],
-        structured: Collection[str] = (),
-        *,
-        interaction: int | None = None,
-    ) -> None:
-        """Window rows for a namespace given by id, or by (SQL giving its id, parameter)."""
-        key_sql, key = ("?", namespace) if isinstance(namespace, int) else namespace
-        row_sql = f"({key_sql}, ?, ?, ?, ?, ?, ?, ?)"
-        for start in range(0, len(messages), ROWS_PER_INSERT):
-            chunk = messages[start : start + ROWS_PER_INSERT]
-            params: list[Any] = []
-            for m in chunk:
-                params += (key, *message_params(m), int(m.id in structured), interaction)
-            self._run(
-                cur,
-                f"INSERT INTO trajectory (namespace_id, {MESSAGE_COLUMNS}, structured,"
-                " interaction) VALUES " + ", ".join([row_sql] * len(chunk)),
-                params,
-            )
-
     def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace)
-            self._remove_window(cur, namespace_id, message_ids)
+            remove_window(self, cur, namespace_id, message_ids)
         self._window_trimmed(len(message_ids))
-
-    def _remove_window(self, cur: Cursor, namespace_id: int, message_ids: Sequence[str]) -> None:
-        for chunk in chunks(message_ids):
-            self._run(
-                cur,
-                "DELETE FROM trajectory WHERE namespace_id = ?"
-                f" AND message_id IN {in_list(len(chunk))}",
-                (namespace_id, *chunk),
-            )
 
     def find_messages(self, namespace: str, message_ids: Sequence[str]) -> dict[str, Message]:
         columns = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
@@ -264,14 +231,7 @@ class WindowSql(SqlBase):
     def release_rolling(self, namespace: str, holder: str) -> None:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace)
-            self._release(cur, namespace_id, holder)
-
-    def _release(self, cur: Cursor, namespace_id: int, holder: str) -> None:
-        self._run(
-            cur,
-            "DELETE FROM rolling_leases WHERE namespace_id = ? AND holder = ?",
-            (namespace_id, holder),
-        )
+            release_lease(self, cur, namespace_id, holder)
 
     def rolling_holder(self, namespace: str) -> str | None:
         with self._transaction(write=False) as cur:
@@ -309,13 +269,57 @@ class WindowSql(SqlBase):
     def mark_idle_checked(self, namespace: str, last_interaction: int) -> None:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace)
-            self._mark_idle(cur, namespace_id, last_interaction)
+            mark_idle(self, cur, namespace_id, last_interaction)
 
-    def _mark_idle(self, cur: Cursor, namespace_id: int, last_interaction: int) -> None:
-        self._run(
+
+def insert_trajectory(
+    sql: SqlBase,
+    cur: Cursor,
+    namespace: int | tuple[str, str],
+    messages: Sequence[Message],
+    structured: Collection[str] = (),
+    *,
+    interaction: int | None = None,
+) -> None:
+    """Window rows for a namespace given by id, or by (SQL giving its id, parameter)."""
+    key_sql, key = ("?", namespace) if isinstance(namespace, int) else namespace
+    row_sql = f"({key_sql}, ?, ?, ?, ?, ?, ?, ?)"
+    for start in range(0, len(messages), ROWS_PER_INSERT):
+        chunk = messages[start : start + ROWS_PER_INSERT]
+        params: list[Any] = []
+        for m in chunk:
+            params += (key, *message_params(m), int(m.id in structured), interaction)
+        sql._run(
             cur,
-            "INSERT INTO activity (namespace_id, last_interaction, idle_rolled_for)"
-            " VALUES (?, ?, ?) ON CONFLICT (namespace_id) DO UPDATE"
-            " SET idle_rolled_for = excluded.idle_rolled_for",
-            (namespace_id, last_interaction, last_interaction),
+            f"INSERT INTO trajectory (namespace_id, {MESSAGE_COLUMNS}, structured,"
+            " interaction) VALUES " + ", ".join([row_sql] * len(chunk)),
+            params,
         )
+
+
+def remove_window(sql: SqlBase, cur: Cursor, namespace_id: int, message_ids: Sequence[str]) -> None:
+    for chunk in chunks(message_ids):
+        sql._run(
+            cur,
+            "DELETE FROM trajectory WHERE namespace_id = ?"
+            f" AND message_id IN {in_list(len(chunk))}",
+            (namespace_id, *chunk),
+        )
+
+
+def release_lease(sql: SqlBase, cur: Cursor, namespace_id: int, holder: str) -> None:
+    sql._run(
+        cur,
+        "DELETE FROM rolling_leases WHERE namespace_id = ? AND holder = ?",
+        (namespace_id, holder),
+    )
+
+
+def mark_idle(sql: SqlBase, cur: Cursor, namespace_id: int, last_interaction: int) -> None:
+    sql._run(
+        cur,
+        "INSERT INTO activity (namespace_id, last_interaction, idle_rolled_for)"
+        " VALUES (?, ?, ?) ON CONFLICT (namespace_id) DO UPDATE"
+        " SET idle_rolled_for = excluded.idle_rolled_for",
+        (namespace_id, last_interaction, last_interaction),
+    )

@@ -1,0 +1,95 @@
+"""The read side the interfaces show: listings and figures, never a write.
+
+The CLI, the HTTP routes and the inspector read what they list through this
+module (or through a handle), not through the store's verbs, so a new page
+or route never grows the backend contract. A figure that needs an optional
+capability (`InspectionStore`, `ForgetStore`) names it when the backend
+lacks it.
+"""
+
+from __future__ import annotations
+
+from partner_memory.errors import InvalidInputError
+from partner_memory.model import (
+    LogEntry,
+    NamespaceInfo,
+    NamespaceOverview,
+    RollingRecord,
+    check_text,
+)
+from partner_memory.store.base import MemoryStore
+from partner_memory.store.capabilities import ForgetStore, InspectionStore, require
+from partner_memory.store.staged import StoredRecord
+
+
+def _limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+    return limit
+
+
+class MemoryQueries:
+    """Read-only queries over one store, for the interfaces."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+
+    def namespace(self, name: str) -> NamespaceInfo | None:
+        """A namespace, or None if it does not exist."""
+        return self._store.get_namespace(name)
+
+    def namespaces(
+        self, *, limit: int, after: str | None = None, matching: str | None = None
+    ) -> list[NamespaceInfo]:
+        """Namespaces by name, `limit` after the name `after`; `matching` a key's glob."""
+        return self._store.list_namespaces(limit=_limit(limit), after=after, matching=matching)
+
+    def count_namespaces(self, *, matching: str | None = None) -> int:
+        return self._store.count_namespaces(matching=matching)
+
+    def overviews(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        search: str | None = None,
+        matching: str | None = None,
+    ) -> list[NamespaceOverview]:
+        """Namespaces with their figures (`InspectionStore`); `search` any part of a name."""
+        return require(self._store, InspectionStore).namespace_overviews(
+            limit=_limit(limit), after=after, search=search, matching=matching
+        )
+
+    def rolling_history(
+        self, namespace: str, *, limit: int, before: int | None = None
+    ) -> list[RollingRecord]:
+        """Rollings newest first with their cost (`InspectionStore`)."""
+        return require(self._store, InspectionStore).rolling_history(
+            namespace, limit=_limit(limit), before=before
+        )
+
+    def log(self, namespace: str, after: int, *, limit: int) -> list[LogEntry]:
+        """The rolling log after the sequence number `after`, oldest first."""
+        return self._store.read_log(namespace, after, limit=_limit(limit))
+
+    def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
+        """(kind, target, at) of the namespace's forgets, newest first (`ForgetStore`)."""
+        return require(self._store, ForgetStore).forget_log(namespace, limit=_limit(limit))
+
+    def records(
+        self,
+        consumer: str,
+        namespace: str,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[StoredRecord]:
+        """A durable consumer's records in a namespace, by key."""
+        check_text(consumer, "consumer")
+        check_text(prefix, "prefix")
+        if after is not None:
+            check_text(after, "after")
+        return self._store.read_records(
+            consumer, namespace, prefix=prefix, after=after, limit=_limit(limit)
+        )

@@ -1,0 +1,277 @@
+"""Optional capabilities of a store, each a small protocol of its own.
+
+A backend implements the core layers (`store.base`); it may also keep API
+keys, topic paths, recall rows, forgets, dumps and the inspector's figures.
+Each capability is detected from what the backend implements (`supports`),
+and a caller that cannot do without one asks for it (`require`), which names
+the missing capability instead of failing on an absent method later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
+
+from partner_memory.errors import ConfigurationError
+from partner_memory.model import Message, NamespaceOverview, RollingRecord, RollingTotals
+
+
+class RecallRow(NamedTuple):
+    """One stored message as the recall index keeps it: where it is, and its terms."""
+
+    unit_id: str
+    position: int
+    #: The rolling (log sequence number) that stored it; 0 when written by a reindex.
+    seq: int
+    speaker: str | None
+    timestamp: int | None
+    #: Its analysed terms, space-separated.
+    terms: str
+    #: Its meaning as signed bytes (`recall.embed`), None when no embedder made one.
+    vector: bytes | None = None
+
+
+class Located(NamedTuple):
+    """Where a stored message is."""
+
+    message_id: str
+    unit_id: str
+    position: int
+
+
+class Resummary(NamedTuple):
+    """A slice's new summary, made from what remains of it after a forget."""
+
+    unit_id: str
+    slice_id: str
+    summary: str
+    summarizer: str | None
+
+
+class RecallState(NamedTuple):
+    """What a process holding a namespace's recall index in memory checks it against."""
+
+    #: Bumped by each reindex: a cached index of another generation is rebuilt.
+    generation: int
+    #: The last rolling whose messages are in `recall_docs`...
+    indexed: int
+    #: ...and the namespace's newest rolling (the rest is read from the log).
+    head: int
+    #: The embedder whose vectors the rows hold (None: nothing indexed yet).
+    embedder: str | None = None
+
+
+class StoredKey(NamedTuple):
+    """An API key as the store keeps it: never the secret, only its hash."""
+
+    key_id: str
+    secret_hash: str
+    namespaces: str
+    scope: str
+    created_at: int
+    revoked_at: int | None
+
+
+class TopicSlice(NamedTuple):
+    """A slice filed under a topic path, with the range of messages it covers."""
+
+    unit_id: str
+    slice_id: str
+    start_index: int
+    end_index: int
+    path: str
+
+
+class RecallAnalyzer(Protocol):
+    """What turns messages into recall rows (`recall.analyze.RecallAnalysis`)."""
+
+    @property
+    def embedder_name(self) -> str: ...
+
+    def rows(self, messages: Sequence[Message]) -> list[tuple[str | None, str, bytes | None]]:
+        """Each message's speaker, space-separated terms and vector."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceDump:
+    """Every row of one namespace, without the store's own keys: what `copy` carries."""
+
+    name: str
+    memory_session_id: str
+    rolling_seq: int
+    units: list[tuple[Any, ...]]
+    messages: list[tuple[Any, ...]]
+    slices: list[tuple[Any, ...]]
+    window: list[tuple[Any, ...]]
+    activity: tuple[Any, ...] | None
+    rollings: list[tuple[Any, ...]]
+    consumers: list[tuple[Any, ...]]
+    #: Durable consumers' records (consumer, key, JSON value, unit, slice, message).
+    records: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """API keys of the HTTP service (`keys.KeyRing`): only a hash of each secret."""
+
+    def add_api_key(self, key: StoredKey) -> None:
+        """Store a new key (its id must be new)."""
+        ...
+
+    def api_keys(self) -> list[StoredKey]:
+        """Every key, revoked ones too, oldest first."""
+        ...
+
+    def find_api_key(self, key_id: str) -> StoredKey | None: ...
+
+    def revoke_api_key(self, key_id: str, *, at: int) -> bool:
+        """Revoke a key; False if there is no such key (revoking twice is not an error)."""
+        ...
+
+
+@runtime_checkable
+class TopicStore(Protocol):
+    """Topic paths of slices, written by the "topics" follower (`FiledTopics`)."""
+
+    def topic_paths(self, namespace: str, *, limit: int = 100) -> list[tuple[str, int]]:
+        """The namespace's topic paths with the number of slices under each, most first."""
+        ...
+
+    def topic_slices(self, namespace: str, path: str) -> list[TopicSlice]:
+        """The slices filed under `path` or below it (`path->...`), oldest first."""
+        ...
+
+
+@runtime_checkable
+class RecallStore(Protocol):
+    """Recall rows of stored messages, written by the "recall" follower (`IndexedMessages`)."""
+
+    def recall_state(self, namespace: str, consumer: str) -> RecallState: ...
+
+    def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
+        """Recall rows written by rollings `after` < seq <= `through`, in log order."""
+        ...
+
+    def reindex_recall(
+        self,
+        namespace: str,
+        consumer: str,
+        analysis: RecallAnalyzer,
+    ) -> int:
+        """Rebuild the namespace's recall rows from its units in one transaction (`analysis`
+        gives messages' speakers, terms and vectors), set `consumer` to the log head, record
+        the embedder and bump the generation. Returns the number of messages indexed."""
+        ...
+
+
+@runtime_checkable
+class ForgetStore(Protocol):
+    """Forgetting: a message's text, a unit or a namespace leaves every path, recorded."""
+
+    def locate_messages(self, namespace: str, message_ids: Sequence[str]) -> list[Located]:
+        """Where the stored ones among `message_ids` are (unit and position)."""
+        ...
+
+    def forget_messages(
+        self,
+        namespace: str,
+        message_ids: Sequence[str],
+        resummaries: Sequence[Resummary],
+        *,
+        at: int,
+    ) -> int:
+        """In one transaction: blank the stored messages (the rows keep their ids and
+        positions), drop them from the window and the recall rows, give the slices
+        their new summaries, move the namespace's generation on and record the forget.
+        Returns how many were found; NotFoundError when none was."""
+        ...
+
+    def forget_unit(self, namespace: str, unit_id: str, *, at: int) -> None:
+        """Delete a unit, its messages, slices, recall rows and log entries; recorded."""
+        ...
+
+    def forget_namespace(self, namespace: str, *, at: int) -> None:
+        """Delete a namespace and everything in it; recorded (by name) in `forget_log`."""
+        ...
+
+    def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
+        """(kind, target, at) of the namespace's forgets, newest first - never content."""
+        ...
+
+    def purge(self) -> list[str]:
+        """Remove what forgets deleted from the database's files too, where a delete alone
+        leaves it there; returns what was rewritten. An operator's job: it may lock tables."""
+        ...
+
+
+@runtime_checkable
+class DumpStore(Protocol):
+    """Every row of one namespace out of one store and into another (`copy`)."""
+
+    def export_namespace(self, namespace: str) -> NamespaceDump:
+        """Every row of a namespace, in one read transaction."""
+        ...
+
+    def import_namespace(self, dump: NamespaceDump) -> None:
+        """Write a dump as a new namespace, all or nothing; ConflictError if it exists."""
+        ...
+
+
+@runtime_checkable
+class InspectionStore(Protocol):
+    """The inspector's and `stats`' figures, each one query however large the memory."""
+
+    def namespace_overviews(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        search: str | None = None,
+        matching: str | None = None,
+    ) -> list[NamespaceOverview]:
+        """Namespaces by name with their figures; `search` keeps the names holding it
+        (any case), `matching` those a glob matches; `after` a name, the next `limit`."""
+        ...
+
+    def rolling_history(
+        self, namespace: str, *, limit: int, before: int | None = None
+    ) -> list[RollingRecord]:
+        """Rollings newest first, with their cost; `before` a seq, the `limit` older ones."""
+        ...
+
+    def rolling_totals(self, namespace: str) -> RollingTotals: ...
+
+
+C = TypeVar("C")
+
+#: Every optional capability, by the name errors and docs use.
+CAPABILITIES: dict[str, type[Any]] = {
+    "keys": KeyStore,
+    "topics": TopicStore,
+    "recall rows": RecallStore,
+    "forgetting": ForgetStore,
+    "dumps": DumpStore,
+    "inspection": InspectionStore,
+}
+
+
+def supports(store: object, capability: type[C]) -> bool:
+    """Whether `store` implements every verb of `capability` (a protocol above)."""
+    return isinstance(store, capability)
+
+
+def require(store: object, capability: type[C]) -> C:
+    """`store` as `capability`, or ConfigurationError naming what it lacks."""
+    if isinstance(store, capability):
+        return store
+    name = next((n for n, c in CAPABILITIES.items() if c is capability), capability.__name__)
+    raise ConfigurationError(
+        f"{type(store).__name__} does not offer {name} ({capability.__name__})"
+    )
+
+
+def offered(store: object) -> list[str]:
+    """The names of the optional capabilities `store` offers."""
+    return [name for name, capability in CAPABILITIES.items() if isinstance(store, capability)]

@@ -1,0 +1,108 @@
+"""The package's import graph: layers point one way, and the SQL stays in `store/`.
+
+An import of a name from a package (`from partner_memory.rolling import X`) is
+an import of the module that defines it, as the package only re-exports; an
+import inside a function counts like any other - a cycle hidden in a lazy
+import is still a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import partner_memory
+
+ROOT = Path(partner_memory.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = ("partner_memory", *path.relative_to(ROOT).with_suffix("").parts)
+        found[".".join(parts).removesuffix(".__init__")] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _defining(module: str, name: str, seen: frozenset[str] = frozenset()) -> str:
+    """The module that defines `name` as seen from `module` (through re-exports)."""
+    if f"{module}.{name}" in MODULES:
+        return f"{module}.{name}"
+    path = MODULES.get(module)
+    if path is None or path.name != "__init__.py" or module in seen:
+        return module
+    for node in ast.parse(path.read_text()).body:
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and any((a.asname or a.name) == name for a in node.names)
+        ):
+            return _defining(node.module, name, seen | {module})
+    return module
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module.startswith("partner_memory"):
+                    for alias in node.names:
+                        graph[module].add(_defining(node.module, alias.name))
+            elif isinstance(node, ast.Import):
+                graph[module].update(a.name for a in node.names if a.name in MODULES)
+        graph[module].discard(module)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_no_import_cycle() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_only_the_store_imports_its_sql_modules() -> None:
+    outside = {
+        f"{module} -> {target}"
+        for module, targets in _graph().items()
+        if not module.startswith("partner_memory.store")
+        for target in targets
+        if target.startswith("partner_memory.store.sql")
+        or target.startswith("partner_memory.store.postgres")
+        or target.startswith("partner_memory.store.pg_")
+    }
+    assert outside == set()

@@ -90,24 +90,52 @@ def sqlite_path(tmp_path: Path) -> Path:
     return tmp_path / "memory.db"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test of a store runs on every backend: SQLite and PostgreSQL, and the
+    in-process reference backend unless it needs a URL another process could open."""
+    if "backend" in metafunc.fixturenames:
+        kinds = ["sqlite", "postgres"]
+        if "store_url" not in metafunc.fixturenames:
+            kinds.append("memory")
+        metafunc.parametrize("backend", kinds)
+
+
+@pytest.fixture
+def store_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A database setting for each backend, as a user would write it."""
-    if request.param == "sqlite":
+    if backend == "sqlite":
         return str(tmp_path / "memory.db")
     return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture
-def store(store_url: str, request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+def backend_url(backend: str, request: pytest.FixtureRequest) -> str:
+    """A database setting for each backend, the in-process reference one included."""
+    if backend == "memory":
+        return f"memory://test-{uuid.uuid4().hex}"
+    return str(request.getfixturevalue("store_url"))
+
+
+@pytest.fixture
+def store(backend_url: str, request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
     """The store of each backend; a `capability` mark skips backends that lack it."""
     from partner_memory.store import open_store
 
-    opened = open_store(store_url)
+    opened = open_store(backend_url)
     marker = request.node.get_closest_marker("capability")
     if marker is not None and marker.args[0] not in opened.capabilities:
         opened.close()
         pytest.skip(f"{type(opened).__name__} lacks the {marker.args[0]} capability")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def sql_store(store_url: str) -> Iterator[MemoryStore]:
+    """The store of each SQL backend, for what only SQL has (plans, transactions' code)."""
+    from partner_memory.store import open_store
+
+    opened = open_store(store_url)
     yield opened
     opened.close()
 

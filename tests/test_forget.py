@@ -108,6 +108,8 @@ def test_another_process_drops_what_was_forgotten_from_its_context(store: Memory
 def test_a_failed_forget_changes_nothing(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from partner_memory.store import memory_extras
+    from partner_memory.store.memory_store import InMemoryStore
     from partner_memory.store.sql_forget import ForgetSql
 
     with PartnerMemory(store, "agent", idle_timer=False) as memory:
@@ -117,7 +119,10 @@ def test_a_failed_forget_changes_nothing(
         def crash(*args: object) -> None:
             raise RuntimeError("power cut")
 
-        monkeypatch.setattr(ForgetSql, "_record", crash)
+        if isinstance(store, InMemoryStore):  # the last step before the forget is recorded
+            monkeypatch.setattr(memory_extras, "_forget_records", crash)
+        else:
+            monkeypatch.setattr(ForgetSql, "_record", crash)
         with pytest.raises(RuntimeError):
             memory.forget_messages([said[1].id])
         assert store.export_namespace("agent") == before

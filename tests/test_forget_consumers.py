@@ -123,3 +123,14 @@ def test_a_consumer_returning_what_is_not_a_write_is_recorded_as_failing(
         assert status["wrong"].failures >= 1
         assert "return Record" in (status["wrong"].last_error or "")
         assert status["wrong"].position == 0
+
+
+def test_a_consumer_without_a_name_or_apply_is_refused(store: MemoryStore) -> None:
+    class Nameless:
+        def apply(self, entry: LogEntry) -> list[Staged]:
+            return []
+
+    with MemoryService(store, settings=SETTINGS) as service:
+        for wrong in (Nameless(), object()):
+            with pytest.raises(InvalidInputError, match="needs a name and apply"):
+                service.register_consumer(wrong)  # type: ignore[arg-type]

@@ -15,9 +15,10 @@ def _descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_open_roll_close_cycles_leak_nothing(store: MemoryStore) -> None:
+def test_open_roll_close_cycles_leak_nothing(sql_store: MemoryStore) -> None:
     """Each cycle is a service of one: its own rolling threads, which die at close; the
     connections they used go back to the store's pool instead of piling up."""
+    store = sql_store
 
     def cycle(i: int) -> None:
         settings = RollingSettings(max_messages=4)

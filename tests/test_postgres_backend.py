@@ -180,3 +180,21 @@ def test_the_transaction_deadline_comes_from_the_environment(pg_url: str) -> Non
     for bad in ("0", "-1", "soon", "inf"):
         with pytest.raises(ConfigurationError, match="PARTNER_MEMORY_PG_DEADLINE"):
             StoreSettings.from_env({"PARTNER_MEMORY_PG_DEADLINE": bad})
+
+
+def test_connections_carry_keepalives_and_the_servers_idle_transaction_limit(
+    pg_url: str,
+) -> None:
+    """Beside the watchdog: the kernel finds a vanished peer (keepalives, TCP user
+    timeout) and the server ends a transaction its client left idle for the deadline."""
+    store = PostgresStore(pg_url, transaction_deadline=12.5)
+    try:
+        with store._pool.connection() as conn:
+            parameters = conn.info.get_parameters()
+            (limit,) = conn.execute("SHOW idle_in_transaction_session_timeout").fetchone() or ("",)
+            conn.rollback()
+        assert parameters["keepalives"] == "1"
+        assert parameters["tcp_user_timeout"] == "12500"
+        assert limit == "12500ms"
+    finally:
+        store.close()

@@ -28,7 +28,8 @@ NAMESPACES, UNITS, SLICES, PER_SLICE = 3, 6, 5, 20
 
 
 @pytest.fixture
-def filled(store: MemoryStore) -> MemoryStore:
+def filled(sql_store: MemoryStore) -> MemoryStore:
+    store = sql_store
     for n in range(NAMESPACES):
         ns = f"ns-{n}"
         store.ensure_namespace(ns, f"{ns}-u0")

@@ -4,9 +4,9 @@ A durable consumer follows the rolling log without seeing the database: for
 each rolling it returns typed writes (`store.staged`: its own `Record`s, or
 the recall rows and topics of the built-in followers), which the store
 writes with the consumer's position in one transaction, so a crash can
-delay it but never make it skip or repeat a rolling. It catches up when registered, after each
-rolling this process commits, and periodically for rollings committed by
-other processes. A failing consumer stays at its position, is retried
+delay it but never make it skip or repeat a rolling. It catches up when
+registered, after each rolling this process commits, and periodically for
+rollings committed by other processes. A failing consumer stays at its position, is retried
 later, and its failures are counted in the store (shown by `stats`).
 """
 
@@ -110,15 +110,14 @@ class ConsumerDispatcher:
 
     def register(self, consumer: DurableConsumer) -> Future[None]:
         """Set the consumer up, then catch it up on every namespace in the background."""
-        with self._lock:
-            if any(c.name == consumer.name for c in self._durable):
-                return self.submit(lambda: None)
         name = getattr(consumer, "name", None)
         if not isinstance(name, str) or not name or not callable(getattr(consumer, "apply", None)):
             raise InvalidInputError(
                 f"a durable consumer needs a name and apply(entry): {type(consumer).__name__}"
             )
         with self._lock:
+            if any(c.name == name for c in self._durable):
+                return self.submit(lambda: None)
             self._durable.append(consumer)
         return self.submit(self._catch_up, [consumer])
 

@@ -65,6 +65,8 @@ __all__ = [
 ]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+#: `memory://` (a fresh memory) or `memory://name` (one per name in the process).
+MEMORY_SCHEME = "memory://"
 
 
 def open_store(
@@ -75,7 +77,8 @@ def open_store(
     read_only: bool = False,
     pg_deadline: float = DEFAULT_PG_DEADLINE,
 ) -> MemoryStore:
-    """Open the store a setting names: a `postgresql://` URL, else a SQLite file path.
+    """Open the store a setting names: a `postgresql://` URL, `memory://` (the in-process
+    reference backend, for tests: nothing survives the process), else a SQLite file path.
 
     With `create=False` a missing SQLite file is an error instead of a new,
     empty database, so read-only commands never leave files behind.
@@ -91,6 +94,10 @@ def open_store(
     text = str(database).strip()
     if not text:
         raise ConfigurationError("the database setting (--db / PARTNER_MEMORY_DB) is empty")
+    if text.startswith(MEMORY_SCHEME):
+        from partner_memory.store.memory_store import InMemoryStore
+
+        return InMemoryStore(text.removeprefix(MEMORY_SCHEME), read_only=read_only)
     if text.startswith(_POSTGRES_SCHEMES):
         from partner_memory.store.postgres import PostgresStore
 
@@ -101,7 +108,7 @@ def open_store(
         scheme = text.split("://", 1)[0]
         raise ConfigurationError(
             f"unsupported database URL scheme {scheme!r} in --db / PARTNER_MEMORY_DB;"
-            " use a SQLite file path or a postgresql:// URL"
+            " use a SQLite file path, a postgresql:// URL or memory://"
         )
     from partner_memory.store.sqlite import SQLiteStore
 

@@ -115,7 +115,8 @@ class UnitStore(Protocol):
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """Optional features this backend offers."""
+        """Properties of how the backend may be deployed (`Capability`); the verbs it
+        offers beyond the core are detected instead (`store.capabilities.supports`)."""
         ...
 
     def ensure_namespace(self, namespace: str, session_id: str) -> NamespaceInfo:

@@ -15,7 +15,8 @@ from enum import StrEnum
 
 
 class Capability(StrEnum):
-    """Optional store features a backend may declare; the contract suite skips what is absent."""
+    """How a backend may be deployed, as it declares; a test marked with one it lacks is
+    skipped. (Optional verbs are not declared: see `store.capabilities`.)"""
 
     #: Several hosts may open the store at once (not just processes of one machine).
     SHARED_ACROSS_HOSTS = "shared_across_hosts"

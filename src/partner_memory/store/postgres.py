@@ -62,6 +62,11 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+#: TCP keepalives of every connection: first probe after this many idle seconds, then
+#: one every interval, the connection dropped after this many unanswered.
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
+
+
 class PostgresStore(SqlStore):
     """A `MemoryStore` in a PostgreSQL database, safe to share between processes."""
 
@@ -89,7 +94,18 @@ class PostgresStore(SqlStore):
             min_size=min_connections,
             max_size=max_connections,
             timeout=connect_timeout,
-            kwargs={"autocommit": False, "connect_timeout": max(1, int(connect_timeout))},
+            kwargs={
+                "autocommit": False,
+                "connect_timeout": max(1, int(connect_timeout)),
+                # the kernel's own checks beside the watchdog: an idle pooled connection
+                # to a vanished server is found by keepalives, and unacknowledged data is
+                # given up on after the deadline (Linux's TCP_USER_TIMEOUT)
+                "keepalives": 1,
+                "keepalives_idle": KEEPALIVE_IDLE_S,
+                "keepalives_interval": KEEPALIVE_INTERVAL_S,
+                "keepalives_count": KEEPALIVE_COUNT,
+                "tcp_user_timeout": int(transaction_deadline * 1000),
+            },
             configure=self._configure,
             open=False,
         )
@@ -163,6 +179,12 @@ class PostgresStore(SqlStore):
         # without table statistics - which costs ~20 ms to save nothing on queries
         # that read a few rows by index
         conn.execute("SET jit = off")
+        # and the server's: a client that vanishes inside a transaction (its locks held)
+        # is cut off once the transaction has been idle for the deadline
+        conn.execute(
+            "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+            (f"{int(self._watchdog.deadline * 1000)}ms",),
+        )
         conn.commit()
         # the server refuses writes too, should one slip past _transaction
         conn.read_only = self.read_only

@@ -8,7 +8,6 @@ nothing (what it drew from is gone).
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,8 @@ from partner_memory.store.staged import (
     Staged,
     StoredRecord,
     Unrecord,
+    check_rows,
+    keeps_vectors,
 )
 
 #: Columns of a recall row as inserted...
@@ -28,8 +29,6 @@ RECALL_COLUMNS = "unit_pk, position, namespace_id, seq, speaker, timestamp, term
 #: ...where a row already there (a message indexed twice) is left as it is.
 RECALL_CONFLICT = " ON CONFLICT (unit_pk, position) DO NOTHING"
 RECORD_COLUMNS = "record_key, value, unit_id, slice_id, message_id"
-
-log = logging.getLogger(__name__)
 
 
 def write_staged(
@@ -84,9 +83,6 @@ def write_staged(
                 )
 
 
-_warned: set[tuple[str, str]] = set()
-
-
 def _index(
     sql: SqlBase,
     cur: Cursor,
@@ -96,10 +92,7 @@ def _index(
     entry: LogEntry,
     write: IndexedMessages,
 ) -> None:
-    if len(write.rows) != len(entry.messages):
-        raise ValueError(
-            f"IndexedMessages holds {len(write.rows)} rows for {len(entry.messages)} messages"
-        )
+    check_rows(write, entry)
     embedder = sql._run(
         cur, "SELECT recall_embedder FROM namespaces WHERE id = ?", (namespace_id,)
     ).fetchone()[0]
@@ -109,17 +102,7 @@ def _index(
             "UPDATE namespaces SET recall_embedder = ? WHERE id = ?",
             (write.embedder, namespace_id),
         )
-        embedder = write.embedder
-    words_only = embedder != write.embedder
-    if words_only and (entry.namespace, write.embedder) not in _warned:
-        _warned.add((entry.namespace, write.embedder))
-        log.warning(
-            "namespace %r holds vectors of %s, this service embeds with %s: new messages"
-            " are indexed by words only until `partner-memory reindex`",
-            entry.namespace,
-            embedder,
-            write.embedder,
-        )
+    words_only = not keeps_vectors(entry.namespace, embedder, write.embedder)
     first = entry.slice.start_index
     rows = [
         (

@@ -11,6 +11,7 @@ it was drawn from; a forget removes it in its own transaction, in any process.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -20,6 +21,9 @@ from partner_memory.model import check_text
 
 #: Longest record key, in characters.
 MAX_RECORD_KEY_CHARS = 512
+
+log = logging.getLogger(__name__)
+_warned: set[tuple[str, str]] = set()
 
 
 def _owner(value: object, what: str) -> None:
@@ -114,3 +118,28 @@ def checked(writes: object, consumer: str) -> Sequence[Staged]:
                 " Record, Unrecord, IndexedMessages or FiledTopics"
             )
     return writes
+
+
+def keeps_vectors(namespace: str, held: str | None, given: str) -> bool:
+    """Whether rows embedded by `given` keep their vectors in a namespace whose vectors are
+    `held`'s (None: none yet, these become its own); else they are indexed by words."""
+    if held is None or held == given:
+        return True
+    if (namespace, given) not in _warned:
+        _warned.add((namespace, given))
+        log.warning(
+            "namespace %r holds vectors of %s, this service embeds with %s: new messages"
+            " are indexed by words only until `partner-memory reindex`",
+            namespace,
+            held,
+            given,
+        )
+    return False
+
+
+def check_rows(write: IndexedMessages, entry: Any) -> None:
+    """One recall row per message of the rolling, or InvalidInputError."""
+    if len(write.rows) != len(entry.messages):
+        raise InvalidInputError(
+            f"IndexedMessages holds {len(write.rows)} rows for {len(entry.messages)} messages"
+        )

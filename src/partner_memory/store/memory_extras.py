@@ -1,0 +1,422 @@
+"""The in-memory store's optional capabilities: keys, topics, recall rows, forgetting,
+dumps and the inspector's figures, with the SQL backends' semantics."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from fnmatch import fnmatchcase
+
+from partner_memory.errors import ConflictError, NotFoundError
+from partner_memory.model import (
+    TOPIC_SEPARATOR,
+    ConsumerStatus,
+    Message,
+    NamespaceOverview,
+    RollingCost,
+    RollingRecord,
+    RollingTotals,
+    load_metadata,
+    newest,
+)
+from partner_memory.store.capabilities import (
+    Located,
+    NamespaceDump,
+    RecallAnalyzer,
+    RecallRow,
+    RecallState,
+    Resummary,
+    StoredKey,
+    TopicSlice,
+)
+from partner_memory.store.memory_state import (
+    ConsumerRow,
+    MemoryBase,
+    NamespaceState,
+    RollingRow,
+    SharedMemory,
+    UnitState,
+    WindowRow,
+    bigint,
+)
+from partner_memory.store.staged import StoredRecord
+
+#: What a forgotten message's metadata says instead of what it said.
+FORGOTTEN = {"forgotten": True}
+#: How many of the latest fallback reasons `rolling_totals` returns.
+RECENT_FALLBACKS = 5
+
+
+class ExtrasMixin(MemoryBase):
+    """Every optional capability of `InMemoryStore`."""
+
+    # -- keys --------------------------------------------------------------------------
+
+    def add_api_key(self, key: StoredKey) -> None:
+        with self._writing() as shared:
+            if any(k.key_id == key.key_id for k in shared.keys):
+                raise ConflictError(f"key {key.key_id!r} already exists")
+            shared.keys.append(key)
+
+    def api_keys(self) -> list[StoredKey]:
+        with self._reading() as shared:
+            return list(shared.keys)
+
+    def find_api_key(self, key_id: str) -> StoredKey | None:
+        with self._reading() as shared:
+            return next((k for k in shared.keys if k.key_id == key_id), None)
+
+    def revoke_api_key(self, key_id: str, *, at: int) -> bool:
+        with self._writing() as shared:
+            for i, key in enumerate(shared.keys):
+                if key.key_id == key_id:
+                    if key.revoked_at is None:
+                        shared.keys[i] = key._replace(revoked_at=at)
+                    return True
+        return False
+
+    # -- topics ------------------------------------------------------------------------
+
+    def topic_paths(self, namespace: str, *, limit: int = 100) -> list[tuple[str, int]]:
+        with self._reading() as shared:
+            counted = Counter(t.path for t in self._state(shared, namespace).topics.values())
+        return sorted(counted.items(), key=lambda pc: (-pc[1], pc[0]))[:limit]
+
+    def topic_slices(self, namespace: str, path: str) -> list[TopicSlice]:
+        below = path + TOPIC_SEPARATOR
+        with self._reading() as shared:
+            state = self._state(shared, namespace)
+            found = [t for t in state.topics.values() if t.path == path or t.path.startswith(below)]
+            return sorted(
+                found, key=lambda t: (state.units[t.unit_id].order, t.start_index, t.path)
+            )
+
+    # -- recall rows ---------------------------------------------------------------------
+
+    def recall_state(self, namespace: str, consumer: str) -> RecallState:
+        with self._reading() as shared:
+            state = self._state(shared, namespace)
+            row = state.consumers.get(consumer)
+            indexed = 0 if row is None else row.position
+            return RecallState(
+                state.recall_generation, indexed, state.rolling_seq, state.recall_embedder
+            )
+
+    def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
+        with self._reading() as shared:
+            state = self._state(shared, namespace)
+            rows = [r for r in state.recall.values() if after < r.seq <= through]
+            return sorted(rows, key=lambda r: (r.seq, state.units[r.unit_id].order, r.position))
+
+    def reindex_recall(self, namespace: str, consumer: str, analysis: RecallAnalyzer) -> int:
+        with self._changing(namespace) as state:
+            state.recall = {}
+            for unit in sorted(state.units.values(), key=lambda u: u.order):
+                analysed = analysis.rows(unit.messages)
+                for position, (m, (speaker, terms, vector)) in enumerate(
+                    zip(unit.messages, analysed, strict=True)
+                ):
+                    state.recall[unit.id, position] = RecallRow(
+                        unit.id, position, 0, speaker, m.timestamp, terms, vector
+                    )
+            row = state.consumers.get(consumer) or ConsumerRow(consumer)
+            state.consumers[consumer] = replace(row, position=state.rolling_seq, durable=True)
+            state.recall_generation += 1
+            state.recall_embedder = analysis.embedder_name
+            return len(state.recall)
+
+    # -- forgetting ----------------------------------------------------------------------
+
+    def locate_messages(self, namespace: str, message_ids: Sequence[str]) -> list[Located]:
+        with self._reading() as shared:
+            state = self._state(shared, namespace)
+            found = [i for i in dict.fromkeys(message_ids) if i in state.located]
+            return [Located(i, *state.located[i]) for i in found]
+
+    def forget_messages(
+        self,
+        namespace: str,
+        message_ids: Sequence[str],
+        resummaries: Sequence[Resummary],
+        *,
+        at: int,
+    ) -> int:
+        asked = set(message_ids)
+        with self._writing() as shared, self._changing(namespace) as state:
+            stored = [(i, state.located[i]) for i in asked if i in state.located]
+            found = {i for i, _ in stored} | (asked & state.window_ids())
+            if not found:
+                raise NotFoundError(
+                    f"message {message_ids[0]!r} not found in namespace {namespace!r}"
+                    if len(message_ids) == 1
+                    else f"none of the {len(message_ids)} messages is in namespace {namespace!r}"
+                )
+            for _, (unit_id, position) in stored:
+                unit = state.writable(unit_id)
+                held = unit.messages[position]
+                unit.messages[position] = Message(
+                    held.role, "", id=held.id, timestamp=held.timestamp, metadata=dict(FORGOTTEN)
+                )
+                state.recall.pop((unit_id, position), None)
+            state.window = [r for r in state.window if r.message.id not in asked]
+            for change in resummaries:
+                _resummarise(state, change)
+            _drop_activation(state, asked, {c.slice_id for c in resummaries}, set())
+            _forget_records(state, asked, resummaries, {u for _, (u, _) in stored})
+            state.recall_generation += 1
+            shared.forgets += [(namespace, "message", i, at) for i in message_ids]
+            return len(found)
+
+    def forget_unit(self, namespace: str, unit_id: str, *, at: int) -> None:
+        with self._writing() as shared, self._changing(namespace) as state:
+            unit = state.units.pop(unit_id, None)
+            if unit is None:
+                raise NotFoundError(f"unit {unit_id!r} not found in namespace {namespace!r}")
+            ids = {m.id for m in unit.messages}
+            for message_id in ids:
+                state.located.pop(message_id, None)
+            state.recall = {k: r for k, r in state.recall.items() if k[0] != unit_id}
+            state.topics = {k: t for k, t in state.topics.items() if k[0] != unit_id}
+            state.rollings = [r for r in state.rollings if r.unit_id != unit_id]
+            state.records = {
+                k: r
+                for k, r in state.records.items()
+                if r.unit != unit_id and (r.message is None or r.message not in ids)
+            }
+            _drop_activation(state, set(), set(), {unit_id})
+            state.recall_generation += 1
+            shared.forgets.append((namespace, "unit", unit_id, at))
+
+    def forget_namespace(self, namespace: str, *, at: int) -> None:
+        with self._writing() as shared:
+            self._state(shared, namespace)
+            del shared.namespaces[namespace]
+            shared.forgets.append((namespace, "namespace", namespace, at))
+
+    def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
+        bigint(limit, "limit")
+        with self._reading() as shared:
+            mine = [(k, t, a) for n, k, t, a in shared.forgets if n == namespace]
+        return mine[::-1][:limit]
+
+    def purge(self) -> list[str]:
+        """Nothing to rewrite: what a forget deletes is gone from memory at once."""
+        with self._writing():
+            return []
+
+    # -- dumps ---------------------------------------------------------------------------
+
+    def export_namespace(self, namespace: str) -> NamespaceDump:
+        with self._reading() as shared:
+            state = self._state(shared, namespace)
+            return NamespaceDump(
+                name=state.name,
+                memory_session_id=state.session_id,
+                rolling_seq=state.rolling_seq,
+                units=state.unit_rows(),
+                messages=state.message_rows(),
+                slices=state.slice_rows(),
+                window=state.window_rows(),
+                activity=state.activity,
+                rollings=[r.as_tuple() for r in state.rollings],
+                consumers=[c.as_tuple() for c in sorted(state.consumers.values(), key=_name)],
+                records=[
+                    (c, r.key, json.dumps(r.value, ensure_ascii=False), r.unit, r.slice, r.message)
+                    for (c, _), r in sorted(state.records.items())
+                ],
+            )
+
+    def import_namespace(self, dump: NamespaceDump) -> None:
+        with self._writing() as shared:
+            if dump.name in shared.namespaces:
+                raise ConflictError(
+                    f"namespace {dump.name!r} already exists in {self.url}; nothing copied"
+                )
+            shared.namespaces[dump.name] = _restored(shared, dump)
+
+    # -- inspection ----------------------------------------------------------------------
+
+    def namespace_overviews(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        search: str | None = None,
+        matching: str | None = None,
+    ) -> list[NamespaceOverview]:
+        with self._reading() as shared:
+            names = sorted(
+                n
+                for n in shared.namespaces
+                if (matching is None or fnmatchcase(n, matching))
+                and (after is None or n > after)
+                and (not search or search.lower() in n.lower())
+            )
+            return [_overview(shared.namespaces[n]) for n in names[:limit]]
+
+    def rolling_history(
+        self, namespace: str, *, limit: int, before: int | None = None
+    ) -> list[RollingRecord]:
+        with self._reading() as shared:
+            rows = self._state(shared, namespace).rollings
+            shown = [r for r in reversed(rows) if before is None or r.seq < before][:limit]
+        return [
+            RollingRecord(
+                seq=r.seq,
+                started_at=r.started_at,
+                idle=r.idle,
+                unit_id=r.unit_id,
+                slice_id=r.slice_id,
+                messages=r.messages,
+                cost=_cost(r),
+            )
+            for r in shown
+        ]
+
+    def rolling_totals(self, namespace: str) -> RollingTotals:
+        with self._reading() as shared:
+            rows = list(self._state(shared, namespace).rollings)
+        with_fallbacks = [r for r in rows if r.fallbacks]
+        return RollingTotals(
+            rollings=len(rows),
+            messages=sum(r.messages for r in rows),
+            llm_calls=sum(r.llm_calls for r in rows),
+            prompt_tokens=sum(r.prompt_tokens for r in rows),
+            completion_tokens=sum(r.completion_tokens for r in rows),
+            llm_ms=float(sum(r.llm_ms for r in rows)),
+            pipeline_ms=float(sum(r.pipeline_ms for r in rows)),
+            by_summarizer=dict(Counter(r.summarizer for r in rows)),
+            fallbacks=len(with_fallbacks),
+            recent_fallbacks=tuple(
+                r.fallbacks.splitlines()[0] for r in with_fallbacks[::-1][:RECENT_FALLBACKS]
+            ),
+        )
+
+    def consumer_status(self, namespace: str) -> list[ConsumerStatus]:
+        with self._reading() as shared:
+            found = shared.namespaces.get(namespace)
+            if found is None:
+                return []
+            return [
+                ConsumerStatus(
+                    name=c.name,
+                    durable=c.durable,
+                    position=c.position,
+                    head=found.rolling_seq,
+                    failures=c.failures,
+                    last_error=c.last_error,
+                    last_failure_at=c.last_failure_at,
+                )
+                for c in sorted(found.consumers.values(), key=lambda c: c.name)
+            ]
+
+
+def _name(row: ConsumerRow) -> str:
+    return row.name
+
+
+def _resummarise(state: NamespaceState, change: Resummary) -> None:
+    if change.unit_id not in state.units:
+        return
+    unit = state.writable(change.unit_id)
+    unit.slices = [
+        (order, replace(s, summary=change.summary, summarizer=change.summarizer))
+        if s.id == change.slice_id
+        else (order, s)
+        for order, s in unit.slices
+    ]
+    state.topics = {  # its topics were drawn from what is now forgotten: they go too
+        k: t for k, t in state.topics.items() if (k[0], k[1]) != (change.unit_id, change.slice_id)
+    }
+
+
+def _drop_activation(
+    state: NamespaceState, messages: set[str], slices: set[str], units: set[str]
+) -> None:
+    held = state.activation
+    if held is None:
+        return
+    if messages.intersection(held.message_ids) or any(
+        s in slices or u in units for u, s in held.slices
+    ):
+        state.activation = None
+
+
+def _forget_records(
+    state: NamespaceState, messages: set[str], slices: Sequence[Resummary], units: set[str]
+) -> None:
+    """A record drawn from a forgotten message goes; else one of a slice that held one;
+    else one of a unit that held one (the most precise key the record names)."""
+    held = {(c.unit_id, c.slice_id) for c in slices}
+
+    def drawn(r: StoredRecord) -> bool:
+        if r.message is not None:
+            return r.message in messages
+        if r.slice is not None:
+            return (r.unit, r.slice) in held
+        return r.unit is not None and r.unit in units
+
+    state.records = {k: r for k, r in state.records.items() if not drawn(r)}
+
+
+def _cost(r: RollingRow) -> RollingCost:
+    return RollingCost(
+        summarizer=r.summarizer,
+        llm_calls=r.llm_calls,
+        prompt_tokens=r.prompt_tokens,
+        completion_tokens=r.completion_tokens,
+        llm_ms=float(r.llm_ms),
+        pipeline_ms=float(r.pipeline_ms),
+        fallbacks=tuple(r.fallbacks.splitlines()),
+    )
+
+
+def _overview(state: NamespaceState) -> NamespaceOverview:
+    units = state.units.values()
+    last = [newest(r.interaction for r in state.window), newest(u.timestamp for u in units)]
+    return NamespaceOverview(
+        name=state.name,
+        unit_count=len(state.units),
+        slice_count=sum(len(u.slices) for u in units),
+        rolling_count=state.rolling_seq,
+        message_count=sum(len(u.messages) for u in units),
+        window_count=len(state.window),
+        llm_tokens=sum(r.prompt_tokens + r.completion_tokens for r in state.rollings),
+        last_activity=newest(last),
+    )
+
+
+def _restored(shared: SharedMemory, dump: NamespaceDump) -> NamespaceState:
+    from partner_memory.model import MemorySlice
+
+    state = NamespaceState(dump.name, shared.next_order(), dump.memory_session_id)
+    state.rolling_seq = dump.rolling_seq
+    for unit_id, timestamp, _, _ in dump.units:
+        state.units[unit_id] = UnitState(unit_id, shared.next_order(), timestamp)
+    for unit_id, position, message_id, role, content, timestamp, metadata in dump.messages:
+        restored = Message(role, content, id=message_id, timestamp=timestamp)
+        state.units[unit_id].messages.append(replace(restored, metadata=load_metadata(metadata)))
+        state.located[message_id] = (unit_id, position)
+    for unit_id, slice_id, start, end, summary, timestamp, summarizer in dump.slices:
+        made = MemorySlice(slice_id, start, end, summary, timestamp, summarizer)
+        state.units[unit_id].slices.append((shared.next_order(), made))
+    state.window = [
+        WindowRow(
+            Message(role, content, id=message_id, timestamp=ts, metadata=load_metadata(meta)),
+            bool(structured),
+            interaction,
+        )
+        for message_id, role, content, ts, meta, structured, interaction in dump.window
+    ]
+    state.activity = None if dump.activity is None else (dump.activity[0], dump.activity[1])
+    state.rollings = [RollingRow.from_tuple(r) for r in dump.rollings]
+    state.consumers = {
+        c[0]: ConsumerRow(c[0], bool(c[1]), c[2], c[3], c[4], c[5]) for c in dump.consumers
+    }
+    state.records = {
+        (c, key): StoredRecord(key, json.loads(value), unit, slice_id, message)
+        for c, key, value, unit, slice_id, message in dump.records
+    }
+    return state

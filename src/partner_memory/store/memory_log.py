@@ -1,0 +1,216 @@
+"""The in-memory store's rolling log: commits of rollings and replays, and its followers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
+
+from partner_memory.errors import ConflictError
+from partner_memory.model import LogEntry, MemorySlice, UnitInfo
+from partner_memory.store.base import CommittedRolling, ReplayStep, RollingCommit
+from partner_memory.store.memory_state import (
+    ConsumerRow,
+    MemoryBase,
+    NamespaceState,
+    RollingRow,
+    WindowRow,
+    bigint,
+    mark_idle,
+    release,
+)
+from partner_memory.store.memory_writes import apply_staged
+from partner_memory.store.staged import Staged, StoredRecord, checked
+
+
+class LogMixin(MemoryBase):
+    """`LogStore` of `InMemoryStore`."""
+
+    # -- the rolling log ---------------------------------------------------------------
+
+    def _leased(self, state: NamespaceState, holder: str) -> None:
+        if state.lease is None or state.lease[0] != holder:
+            raise ConflictError(
+                f"the rolling lease of namespace {state.name!r} was lost (it expired and"
+                " another process took it); this rolling is abandoned"
+            )
+
+    def _apply_rolling(
+        self, state: NamespaceState, commit: RollingCommit, drop: Collection[str]
+    ) -> CommittedRolling:
+        update, seq = None, None
+        if commit.messages:
+            template = MemorySlice(
+                commit.slice_id, 0, 0, commit.summary, commit.timestamp, commit.cost.summarizer
+            )
+            update = self.append_slice(state, commit.messages, template)
+            state.rolling_seq += 1
+            seq = state.rolling_seq
+            cost = commit.cost
+            state.rollings.append(
+                RollingRow(
+                    seq=seq,
+                    unit_id=update.unit.id,
+                    slice_id=update.slice.id,
+                    started_at=commit.timestamp,
+                    idle=commit.idle,
+                    messages=len(commit.messages),
+                    summarizer=cost.summarizer,
+                    llm_calls=cost.llm_calls,
+                    prompt_tokens=cost.prompt_tokens,
+                    completion_tokens=cost.completion_tokens,
+                    llm_ms=cost.llm_ms,
+                    pipeline_ms=cost.pipeline_ms,
+                    fallbacks="\n".join(cost.fallbacks),
+                    rolling_size=commit.rolling_size,
+                    retain_divisor=commit.retain_divisor,
+                    unit_slices=update.unit.slice_count,
+                    holder=commit.holder,
+                )
+            )
+        gone = set(drop)
+        state.window = [r for r in state.window if r.message.id not in gone]
+        if commit.new_session_id is not None:
+            state.session_id = commit.new_session_id
+        if commit.idle and commit.last_interaction is not None:
+            mark_idle(state, commit.last_interaction)
+        return CommittedRolling(update=update, seq=seq)
+
+    def commit_rolling(self, namespace: str, commit: RollingCommit) -> CommittedRolling:
+        with self._changing(namespace) as state:
+            self._leased(state, commit.holder)
+            committed = self._apply_rolling(state, commit, commit.drop)
+            release(state, commit.holder)
+            return committed
+
+    def commit_replay(
+        self, namespace: str, holder: str, steps: Sequence[ReplayStep]
+    ) -> list[CommittedRolling]:
+        recorded = {m.id for step in steps for m in step.messages}
+        dropped = {i for step in steps if step.rolling for i in step.rolling.drop}
+        committed: list[CommittedRolling] = []
+        with self._changing(namespace) as state:
+            self._leased(state, holder)
+            for step in steps:
+                if step.rolling is None:
+                    continue
+                if step.rolling.holder != holder:
+                    raise ConflictError("a replay commits rollings of its own lease only")
+                older = [i for i in step.rolling.drop if i not in recorded]
+                committed.append(self._apply_rolling(state, step.rolling, older))
+            held = state.window_ids()
+            for step in steps:
+                times = step.interactions or [step.interaction] * len(step.messages)
+                for message, at in zip(step.messages, times, strict=True):
+                    if message.id in dropped:
+                        continue
+                    if message.id in held:
+                        raise ConflictError(f"message id {message.id!r} is already in the window")
+                    held.add(message.id)
+                    state.window.append(WindowRow(message, message.id in step.structured, at))
+            release(state, holder)
+        return committed
+
+    def log_head(self, namespace: str) -> int:
+        with self._reading() as shared:
+            found = shared.namespaces.get(namespace)
+            return 0 if found is None else found.rolling_seq
+
+    def read_log(self, namespace: str, after: int, *, limit: int = 100) -> list[LogEntry]:
+        with self._reading() as shared:
+            return _log(self._state(shared, namespace), after, limit)
+
+    def follow_log(
+        self,
+        consumer: str,
+        namespace: str,
+        apply: Callable[[LogEntry], Sequence[Staged]],
+        *,
+        batch: int = 1,
+        prepare: Callable[[Sequence[LogEntry]], None] | None = None,
+    ) -> LogEntry | None:
+        if prepare is not None:
+            with self._reading() as shared:
+                state = self._state(shared, namespace)
+                row = state.consumers.get(consumer)
+                ahead = _log(state, 0 if row is None else row.position, max(1, batch))
+            if not ahead:
+                return None
+            prepare(ahead)
+        with self._changing(namespace) as state:
+            row = state.consumers.get(consumer) or ConsumerRow(consumer)
+            entries = _log(state, row.position, max(1, batch))
+            if not entries:
+                state.consumers[consumer] = row
+                return None
+            for entry in entries:
+                apply_staged(state, consumer, entry, checked(apply(entry), consumer))
+            state.consumers[consumer] = replace(row, position=entries[-1].seq, durable=True)
+            return entries[-1]
+
+    def read_records(
+        self,
+        consumer: str,
+        namespace: str,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[StoredRecord]:
+        bigint(limit, "limit")
+        with self._reading() as shared:
+            state = self._state(shared, namespace)
+            keys = sorted(
+                k
+                for c, k in state.records
+                if c == consumer and k.startswith(prefix) and (after is None or k > after)
+            )
+            return [state.records[consumer, k] for k in keys[:limit]]
+
+    def lagging_namespaces(self, consumer: str, *, limit: int = 1000) -> list[str]:
+        with self._reading() as shared:
+            states = sorted(shared.namespaces.values(), key=lambda s: s.order)
+            lagging = [
+                s.name
+                for s in states
+                if s.rolling_seq > getattr(s.consumers.get(consumer), "position", 0)
+            ]
+            return lagging[:limit]
+
+    def record_consumer_failure(
+        self, consumer: str, namespace: str, *, durable: bool, error: str, at: int
+    ) -> None:
+        with self._changing(namespace) as state:
+            row = state.consumers.get(consumer)
+            if row is None:
+                row = ConsumerRow(consumer, durable=durable)
+            state.consumers[consumer] = replace(
+                row, failures=row.failures + 1, last_error=error, last_failure_at=at
+            )
+
+
+def _log(state: NamespaceState, after: int, limit: int) -> list[LogEntry]:
+    entries: list[LogEntry] = []
+    for row in state.rollings:
+        if row.seq <= after:
+            continue
+        if len(entries) == limit:
+            break
+        unit = state.units.get(row.unit_id)
+        if unit is None:
+            continue
+        found = next((s for _, s in unit.slices if s.id == row.slice_id), None)
+        if found is None:
+            continue
+        entries.append(
+            LogEntry(
+                namespace=state.name,
+                seq=row.seq,
+                unit=UnitInfo(unit.id, found.timestamp, found.end_index, row.unit_slices),
+                slice=found,
+                messages=tuple(unit.messages[found.start_index : found.end_index]),
+                idle=row.idle,
+                rolling_size=row.rolling_size,
+                retain_divisor=row.retain_divisor,
+            )
+        )
+    return entries

@@ -1,0 +1,71 @@
+"""The store contract as tests a backend runs: `partner_memory.testing`.
+
+A backend passes when every test here passes against it. Subclass
+`StoreContract` in a test module and give it a `store` fixture that yields a
+fresh, empty store of your backend (closed afterwards); pytest collects the
+rest:
+
+    import pytest
+    from partner_memory.testing import StoreContract
+
+    class TestMyBackend(StoreContract):
+        @pytest.fixture
+        def store(self):
+            opened = MyStore(...)
+            yield opened
+            opened.close()
+
+The core layers (`UnitContract`, `WindowContract`, `LogContract`) hold for
+every backend; each capability's tests run where the backend offers it
+(`partner_memory.store.supports`) and are skipped where it does not. The suite
+needs pytest and hypothesis (`pip install 'partner-memory[dev]'`). The
+in-memory backend (`memory://`), SQLite and PostgreSQL pass it.
+"""
+
+from __future__ import annotations
+
+from partner_memory.testing.capabilities import (
+    DumpContract,
+    ForgetContract,
+    InspectionContract,
+    KeysContract,
+    RecallContract,
+    TopicsContract,
+)
+from partner_memory.testing.log import LogContract
+from partner_memory.testing.units import UnitContract
+from partner_memory.testing.window import WindowContract
+
+__all__ = [
+    "CapabilityContracts",
+    "CoreContract",
+    "DumpContract",
+    "ForgetContract",
+    "InspectionContract",
+    "KeysContract",
+    "LogContract",
+    "RecallContract",
+    "StoreContract",
+    "TopicsContract",
+    "UnitContract",
+    "WindowContract",
+]
+
+
+class CoreContract(UnitContract, WindowContract, LogContract):
+    """The three layers every backend implements."""
+
+
+class CapabilityContracts(
+    KeysContract,
+    TopicsContract,
+    RecallContract,
+    ForgetContract,
+    DumpContract,
+    InspectionContract,
+):
+    """The optional capabilities, each skipped where the backend lacks it."""
+
+
+class StoreContract(CoreContract, CapabilityContracts):
+    """Everything: what `open_store` backends pass."""

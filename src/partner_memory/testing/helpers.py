@@ -1,0 +1,42 @@
+"""Small builders the contract tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from partner_memory.model import Message, RollingCost, new_id
+from partner_memory.store.base import RollingCommit
+
+
+def messages(n: int, tag: str = "m", role: str = "user") -> list[Message]:
+    """`n` messages `tag-0` .. `tag-(n-1)`, each with a new id."""
+    return [Message(role=role, content=f"{tag}-{i}") for i in range(n)]  # type: ignore[arg-type]
+
+
+def rolling(
+    holder: str,
+    increment: Sequence[Message],
+    *,
+    drop: Sequence[str] = (),
+    summary: str = "a summary",
+    timestamp: int = 1_000,
+    idle: bool = False,
+    last_interaction: int | None = None,
+    new_session_id: str | None = None,
+    slice_id: str | None = None,
+) -> RollingCommit:
+    """A rolling's commit as `DialogRolling` makes one."""
+    return RollingCommit(
+        holder=holder,
+        messages=list(increment),
+        summary=summary,
+        slice_id=slice_id or new_id(),
+        timestamp=timestamp,
+        cost=RollingCost("extractive", pipeline_ms=1.5, fallbacks=("no LLM",)),
+        drop=list(drop),
+        rolling_size=len(increment),
+        retain_divisor=None if idle else 6,
+        idle=idle,
+        last_interaction=last_interaction,
+        new_session_id=new_session_id,
+    )

@@ -1,0 +1,265 @@
+"""The log layer (`LogStore`): committing rollings and replays, and the followers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
+from partner_memory.model import LogEntry, Message
+from partner_memory.store.base import MemoryStore, ReplayStep
+from partner_memory.store.staged import Record, Staged, Unrecord
+from partner_memory.testing.helpers import messages, rolling
+
+
+def _leased(store: MemoryStore, namespace: str, holder: str = "h") -> list[Message]:
+    """The namespace's window, read under `holder`'s new lease."""
+    state = store.begin_rolling(namespace, holder, ttl_ms=60_000)
+    assert state is not None, "the lease should be free"
+    return state.messages
+
+
+def _rolled(store: MemoryStore, namespace: str, count: int, tag: str = "m") -> list[Message]:
+    """`count` messages recorded, then rolled into a slice of their own (kept out of the
+    window), as a count rolling would."""
+    said = messages(count, tag)
+    store.append_trajectory(namespace, said, last_interaction=1_000)
+    _leased(store, namespace)
+    store.commit_rolling(namespace, rolling("h", said, drop=[m.id for m in said]))
+    return said
+
+
+def _record_seq(entry: LogEntry) -> Sequence[Staged]:
+    return [Record(f"seq-{entry.seq:04d}", {"seq": entry.seq, "unit": entry.unit.id})]
+
+
+class LogContract:
+    """Every verb of `LogStore`."""
+
+    def test_a_rolling_stores_logs_trims_and_releases_at_once(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "session-1")
+        said = messages(4)
+        store.append_trajectory("ns", said, last_interaction=1_000)
+        window = _leased(store, "ns")
+        commit = rolling("h", window[:3], drop=[m.id for m in window[:2]], timestamp=2_000)
+        done = store.commit_rolling("ns", commit)
+        assert done.seq == 1
+        assert done.update is not None
+        assert done.update.unit.id == "session-1"
+        assert (done.update.slice.start_index, done.update.slice.end_index) == (0, 3)
+        assert store.read_messages("ns", "session-1", 0, 10) == said[:3]
+        assert store.read_slices("ns", "session-1") == [done.update.slice]
+        assert store.load_trajectory("ns").messages == said[2:]
+        assert store.rolling_holder("ns") is None
+        assert store.log_head("ns") == 1
+        (entry,) = store.read_log("ns", 0)
+        assert (entry.namespace, entry.seq, entry.idle) == ("ns", 1, False)
+        assert entry.slice == done.update.slice
+        assert entry.messages == tuple(said[:3])
+        assert (entry.unit.id, entry.unit.message_count, entry.unit.slice_count) == (
+            "session-1",
+            3,
+            1,
+        )
+        assert (entry.rolling_size, entry.retain_divisor) == (3, 6)
+        assert store.read_log("ns", 1) == []
+        assert store.log_head("ghost") == 0
+        with pytest.raises(NotFoundError):
+            store.read_log("ghost", 0)
+
+    def test_a_rolling_without_the_lease_writes_nothing(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        said = messages(2)
+        store.append_trajectory("ns", said, last_interaction=1)
+        with pytest.raises(ConflictError, match="lease"):
+            store.commit_rolling("ns", rolling("nobody", said, drop=[m.id for m in said]))
+        _leased(store, "ns", "a")
+        with pytest.raises(ConflictError, match="lease"):
+            store.commit_rolling("ns", rolling("b", said, drop=[m.id for m in said]))
+        assert store.unit_ids("ns") == []
+        assert store.load_trajectory("ns").messages == said
+        assert store.log_head("ns") == 0
+        assert store.rolling_holder("ns") == "a"
+
+    def test_a_rolling_of_a_stored_message_is_refused_whole(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        first = _rolled(store, "ns", 2)
+        later = messages(2, "later")
+        store.append_trajectory("ns", later, last_interaction=2_000)
+        _leased(store, "ns")
+        again = rolling("h", [*later, first[0]], drop=[m.id for m in later])
+        with pytest.raises(ConflictError, match=first[0].id):
+            store.commit_rolling("ns", again)
+        assert store.load_trajectory("ns").messages == later
+        assert store.log_head("ns") == 1
+        assert store.rolling_holder("ns") == "h"  # the failed commit released nothing
+
+    def test_an_idle_rolling_marks_the_quiet_and_opens_a_session(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "first")
+        said = messages(2)
+        store.append_trajectory("ns", said, last_interaction=1_000)
+        _leased(store, "ns")
+        commit = rolling(
+            "h",
+            said,
+            drop=[m.id for m in said],
+            idle=True,
+            last_interaction=1_000,
+            new_session_id="second",
+        )
+        done = store.commit_rolling("ns", commit)
+        assert done.update is not None
+        assert done.update.unit.id == "first"
+        assert store.get_namespace("ns").memory_session_id == "second"  # type: ignore[union-attr]
+        assert store.window_activity("ns").idle_rolled_for == 1_000
+        assert store.idle_candidates(5_000, ["ns"]) == []
+        (entry,) = store.read_log("ns", 0)
+        assert entry.idle
+        assert entry.retain_divisor is None
+
+    def test_an_empty_increment_trims_without_logging(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        said = messages(2)
+        store.append_trajectory("ns", said, last_interaction=1)
+        _leased(store, "ns")
+        done = store.commit_rolling("ns", rolling("h", [], drop=[said[0].id]))
+        assert (done.update, done.seq) == (None, None)
+        assert store.log_head("ns") == 0
+        assert store.load_trajectory("ns").messages == said[1:]
+        assert store.rolling_holder("ns") is None
+
+    def test_a_replay_writes_its_steps_as_if_one_by_one(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        early, middle, late = messages(2, "early"), messages(1, "middle"), messages(1, "late")
+        _leased(store, "ns")
+        steps = [
+            ReplayStep(early, 10),
+            ReplayStep(middle, 20, rolling=rolling("h", early, drop=[m.id for m in early])),
+            ReplayStep(late, None, interactions=[30]),
+        ]
+        (done,) = store.commit_replay("ns", "h", steps)
+        assert done.seq == 1
+        assert store.read_messages("ns", "s", 0, 10) == early
+        state = store.load_trajectory("ns")
+        assert state.messages == [*middle, *late]
+        assert state.interactions == (20, 30)
+        assert store.rolling_holder("ns") is None
+        assert [e.messages for e in store.read_log("ns", 0)] == [tuple(early)]
+
+    def test_a_replay_is_all_or_nothing(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        said = messages(2)
+        _leased(store, "ns")
+        steps = [
+            ReplayStep(said, 10, rolling=rolling("h", said[:1])),
+            ReplayStep([], None, rolling=rolling("someone-else", said[1:])),
+        ]
+        with pytest.raises(ConflictError):
+            store.commit_replay("ns", "h", steps)
+        assert store.unit_ids("ns") == []
+        assert store.trajectory_length("ns") == 0
+        assert store.rolling_holder("ns") == "h"
+        with pytest.raises(ConflictError, match="lease"):
+            store.commit_replay("ns", "not-the-holder", [ReplayStep(said, 10)])
+
+    def test_a_follower_writes_its_records_with_its_position(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        _rolled(store, "ns", 2, "a")
+        _rolled(store, "ns", 2, "b")
+        assert store.lagging_namespaces("indexer") == ["ns"]
+        first = store.follow_log("indexer", "ns", _record_seq)
+        assert first is not None
+        assert first.seq == 1
+        assert [r.key for r in store.read_records("indexer", "ns")] == ["seq-0001"]
+        (status,) = store.consumer_status("ns")
+        assert (status.name, status.durable, status.position, status.head) == (
+            "indexer",
+            True,
+            1,
+            2,
+        )
+        second = store.follow_log("indexer", "ns", _record_seq, batch=10)
+        assert second is not None
+        assert second.seq == 2
+        assert store.follow_log("indexer", "ns", _record_seq) is None
+        assert store.lagging_namespaces("indexer") == []
+        assert store.lagging_namespaces("someone-new") == ["ns"]
+        (record, _) = store.read_records("indexer", "ns")
+        assert record.value == {"seq": 1, "unit": "s"}
+        with pytest.raises(NotFoundError):
+            store.follow_log("indexer", "ghost", _record_seq)
+
+    def test_a_failing_follower_writes_nothing_and_stays(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        _rolled(store, "ns", 1, "a")
+        _rolled(store, "ns", 1, "b")
+
+        def half(entry: LogEntry) -> Sequence[Staged]:
+            if entry.seq == 2:
+                raise RuntimeError("down")
+            return _record_seq(entry)
+
+        with pytest.raises(RuntimeError):
+            store.follow_log("c", "ns", half, batch=2)
+        assert store.read_records("c", "ns") == []
+        assert store.lagging_namespaces("c") == ["ns"]
+
+        def wrong(entry: LogEntry) -> Sequence[Staged]:
+            return ["not a write"]  # type: ignore[list-item]
+
+        with pytest.raises(InvalidInputError, match="Record"):
+            store.follow_log("c", "ns", wrong)
+        assert store.read_records("c", "ns") == []
+
+    def test_prepare_sees_the_rollings_before_the_transaction(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        _rolled(store, "ns", 1, "a")
+        _rolled(store, "ns", 1, "b")
+        prepared: list[int] = []
+
+        def prepare(entries: Sequence[LogEntry]) -> None:
+            store.ensure_namespace("written-while-preparing", "s")  # no lock is held
+            prepared.extend(e.seq for e in entries)
+
+        last = store.follow_log("c", "ns", _record_seq, batch=5, prepare=prepare)
+        assert last is not None
+        assert last.seq == 2
+        assert prepared == [1, 2]
+        assert len(store.read_records("c", "ns")) == 2
+        assert store.follow_log("c", "ns", _record_seq, prepare=prepare) is None
+        assert prepared == [1, 2]
+
+    def test_records_replace_delete_and_page_by_key(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        for tag in "abc":
+            _rolled(store, "ns", 1, tag)
+        values: list[object] = [{"x": [1, 2.5, None, True]}, "text 中文 🎉", 3]
+
+        def staged(entry: LogEntry) -> Sequence[Staged]:
+            writes: list[Staged] = [Record(f"k/{entry.seq}", values[entry.seq - 1])]
+            writes.append(Record("latest", entry.seq))  # a key written again is replaced
+            if entry.seq == 3:
+                writes.append(Unrecord("k/2"))
+                writes.append(Unrecord("never-written"))
+            return writes
+
+        while store.follow_log("c", "ns", staged) is not None:
+            pass
+        got = {r.key: r.value for r in store.read_records("c", "ns")}
+        assert got == {"k/1": values[0], "k/3": 3, "latest": 3}
+        assert [r.key for r in store.read_records("c", "ns", prefix="k/")] == ["k/1", "k/3"]
+        assert [r.key for r in store.read_records("c", "ns", after="k/1", limit=1)] == ["k/3"]
+        assert store.read_records("other", "ns") == []
+        with pytest.raises(NotFoundError):
+            store.read_records("c", "ghost")
+
+    def test_consumer_failures_are_counted(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        store.record_consumer_failure("hook", "ns", durable=False, error="first", at=5)
+        store.record_consumer_failure("hook", "ns", durable=False, error="second", at=9)
+        (status,) = store.consumer_status("ns")
+        assert (status.name, status.durable, status.failures) == ("hook", False, 2)
+        assert (status.last_error, status.last_failure_at, status.position) == ("second", 9, 0)
+        with pytest.raises(NotFoundError):
+            store.record_consumer_failure("hook", "ghost", durable=False, error="x", at=1)

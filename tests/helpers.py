@@ -20,7 +20,10 @@ def raw_sql(store: object, query: str, params: tuple[object, ...] = ()) -> list[
     assert isinstance(store, SqlBase), type(store)
     with store._transaction(write=True) as cur:
         store._run(cur, query, params)
-        return [tuple(r) for r in cur.fetchall()] if cur.description else []
+        # a PostgreSQL statement may be answered only when read (pipelined), so whether
+        # there are rows is told by the query, not by the cursor's description
+        returns = query.lstrip().upper().startswith("SELECT") or " RETURNING " in query.upper()
+        return [tuple(r) for r in cur.fetchall()] if returns else []
 
 
 def messages(n: int, tag: str = "m", role: str = "user") -> list[Message]:

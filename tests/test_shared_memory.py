@@ -145,7 +145,9 @@ def _check(store_url: str, run: dict[str, object]) -> None:
         for idle, holder in raw_sql(store, "SELECT idle, holder FROM rollings"):
             by_kind[int(idle)].add(str(holder).rsplit(":", 1)[0])  # host:pid
         assert len(by_kind[0]) >= 2, "count rollings should happen in several processes"
-        assert len(by_kind[1]) >= 1
+        # the idle rollings that split the conversations (checked above) leave a log row
+        # only when the window held messages not yet stored: after a count rolling, the
+        # window keeps only stored messages, so an idle rolling then logs nothing
     finally:
         store.close()
 

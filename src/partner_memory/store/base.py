@@ -7,10 +7,12 @@ followers that track their position in it. `MemoryStore` is the three; what a
 backend may offer beyond them (keys, topics, recall rows, forgetting, dumps,
 inspection) is in `store.capabilities`. Everything richer (sessions, paging,
 slice-to-message reads, import/export) is built once on top, never per
-backend. `partner_memory.testing` holds the tests a backend passes. Each verb
-is one transaction and all-or-nothing. Unless a verb says otherwise, an unknown
-namespace raises NotFoundError, refused input InvalidInputError, a lost race
-ConflictError, and an unreachable or locked database StorageUnavailableError.
+backend. Six core verbs have defaults made from the others, for a backend to
+inherit (`store.derived.DerivedVerbs`); `partner_memory.testing` holds the
+tests a backend passes. Each verb is one transaction and all-or-nothing.
+Unless a verb says otherwise, an unknown namespace raises NotFoundError,
+refused input InvalidInputError, a lost race ConflictError, and an
+unreachable or locked database StorageUnavailableError.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from partner_memory.store.base import (
     UnitWrite,
     WindowAppend,
 )
+from partner_memory.store.derived import DerivedVerbs
 from partner_memory.store.memory_extras import ExtrasMixin
 from partner_memory.store.memory_log import LogMixin
 from partner_memory.store.memory_state import (
@@ -50,8 +51,9 @@ from partner_memory.store.memory_state import (
 )
 
 
-class InMemoryStore(ExtrasMixin, LogMixin):
-    """A `MemoryStore` (and every capability) kept in this process's memory."""
+class InMemoryStore(ExtrasMixin, LogMixin, DerivedVerbs):
+    """A `MemoryStore` (and every capability) kept in this process's memory; six verbs of
+    the core come from `DerivedVerbs`, as a new backend's may."""
 
     # -- namespaces ----------------------------------------------------------------
 
@@ -181,12 +183,6 @@ class InMemoryStore(ExtrasMixin, LogMixin):
                 units = [u for u in units if _beyond((u.timestamp, u.order), key, oldest_first)]
             return [_unit_info(u) for u in units[offset : offset + limit]]
 
-    def count_units(
-        self, namespace: str, *, since: int | None = None, until: int | None = None
-    ) -> int:
-        with self._reading() as shared:
-            return len(self._units_between(self._state(shared, namespace), since, until))
-
     def unit_ids_starting(self, namespace: str, prefix: str, *, limit: int) -> list[str]:
         with self._reading() as shared:
             state = self._state(shared, namespace)
@@ -200,11 +196,6 @@ class InMemoryStore(ExtrasMixin, LogMixin):
     def _unit(self, shared: SharedMemory, namespace: str, unit_id: str) -> UnitState | None:
         found = shared.namespaces.get(namespace)
         return None if found is None else found.units.get(unit_id)
-
-    def read_messages(self, namespace: str, unit_id: str, start: int, end: int) -> list[Message]:
-        with self._reading() as shared:
-            unit = self._unit(shared, namespace, unit_id)
-            return [] if unit is None else unit.messages[max(0, start) : max(0, end)]
 
     def read_excerpts(
         self, namespace: str, ranges: Sequence[tuple[str, int, int]]
@@ -225,27 +216,11 @@ class InMemoryStore(ExtrasMixin, LogMixin):
             unit = self._unit(shared, namespace, unit_id)
             return [] if unit is None else _ordered(unit)
 
-    def get_slice(self, namespace: str, unit_id: str, slice_id: str) -> MemorySlice | None:
-        with self._reading() as shared:
-            unit = self._unit(shared, namespace, unit_id)
-            if unit is None:
-                return None
-            return next((s for _, s in unit.slices if s.id == slice_id), None)
-
-    def stored_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
-        with self._reading() as shared:
-            state = self._state(shared, namespace)
-            return {i for i in message_ids if i in state.located}
-
     def find_messages(self, namespace: str, message_ids: Sequence[str]) -> dict[str, Message]:
         with self._reading() as shared:
             state = self._state(shared, namespace)
             places = {i: state.located[i] for i in message_ids if i in state.located}
             return {i: state.units[u].messages[p] for i, (u, p) in places.items()}
-
-    def recent_slices(self, namespace: str, limit: int) -> list[tuple[str, MemorySlice]]:
-        with self._reading() as shared:
-            return _recent(self._state(shared, namespace), limit)
 
     # -- the window, its activity and the lease ---------------------------------------
 
@@ -259,10 +234,6 @@ class InMemoryStore(ExtrasMixin, LogMixin):
     def load_trajectory(self, namespace: str) -> TrajectoryState:
         with self._reading() as shared:
             return self._trajectory(self._state(shared, namespace))
-
-    def trajectory_length(self, namespace: str) -> int:
-        with self._reading() as shared:
-            return len(self._state(shared, namespace).window)
 
     def window_activity(self, namespace: str) -> WindowActivity:
         with self._reading() as shared:

@@ -21,6 +21,54 @@ def _ms(text: str) -> int:
 NOW = _ms("2023-08-20T12:00:00")  # a Sunday
 
 
+#: Phrases dateparser misreads, read by rule (`recall.date_phrases`).
+PHRASES = [
+    # a part of a month, the month named with its year or the latest one so far
+    (
+        "what happened in the last week of October 2023?",
+        "in the last week of October 2023",
+        "2023-10-25",
+        "2023-11-01",
+    ),
+    ("the second week of July", "the second week of July", "2023-07-08", "2023-07-15"),
+    ("plans for early May", "early May", "2023-05-01", "2023-05-11"),
+    ("what did Mei do in late August", "in late August", "2023-08-21", "2023-09-01"),
+    ("mid-September", "mid-September", "2022-09-11", "2022-09-21"),
+    (
+        "the first weekend of October 2023",
+        "the first weekend of October 2023",
+        "2023-10-07",
+        "2023-10-09",
+    ),
+    # a span measured from the date the question names, not from now
+    (
+        "what did we do the week before 16 November 2023",
+        "the week before 16 November 2023",
+        "2023-11-09",
+        "2023-11-16",
+    ),
+    (
+        "the day after 3 October 2023",
+        "the day after 3 October 2023",
+        "2023-10-04",
+        "2023-10-05",
+    ),
+    ("the month before March 2023", "the month before March 2023", "2023-02-01", "2023-03-01"),
+    (
+        "the weekend of 12 August 2023",
+        "the weekend of 12 August 2023",
+        "2023-08-12",
+        "2023-08-14",
+    ),
+    ("the week of 16 August 2023", "the week of 16 August 2023", "2023-08-14", "2023-08-21"),
+    # seasons: "last" is one that has ended (now is 20 August: this summer has not)
+    ("what happened last summer", "last summer", "2022-06-01", "2022-09-01"),
+    ("this summer", "this summer", "2023-06-01", "2023-09-01"),
+    ("the trip in the summer of 2022", "in the summer of 2022", "2022-06-01", "2022-09-01"),
+    ("last winter", "last winter", "2022-12-01", "2023-03-01"),
+]
+
+
 @pytest.mark.parametrize(
     ("query", "cue", "since", "until"),
     [
@@ -37,6 +85,7 @@ NOW = _ms("2023-08-20T12:00:00")  # a Sunday
         ("昨天", "昨天", "2023-08-19", "2023-08-20"),
         ("前天说了什么", "前天", "2023-08-18", "2023-08-19"),
         ("2023年5月8日的会议", "2023年5月8", "2023-05-08", "2023-05-09"),
+        *PHRASES,
     ],
 )
 def test_date_cues_become_the_range_they_name(query: str, cue: str, since: str, until: str) -> None:
@@ -48,6 +97,9 @@ def test_date_cues_become_the_range_they_name(query: str, cue: str, since: str, 
 @pytest.mark.parametrize(
     "query",
     [
+        "a summer dress",
+        "she likes winter",
+        "the week before the party",
         "May I ask about the trip?",
         "we talked about it",
         "When did Melanie paint a sunrise?",
@@ -118,6 +170,24 @@ def test_a_time_beside_a_question_is_preferred_not_required(store: MemoryStore) 
             assert any(t.startswith(other) for t in texts)  # preferred, not filtered
             assert found.date_range is not None
             assert found.date_range.mode == "preferred"
+
+
+def test_the_last_week_of_a_month_lists_that_week(store: MemoryStore) -> None:
+    """Not the last week before the newest message, which dateparser reads it as."""
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        for day, text in [
+            ("2023-10-10", "We planned the garden"),
+            ("2023-10-27", "We planted the tulip bulbs"),
+            ("2023-11-14", "The first frost came"),
+        ]:
+            memory.record_messages([Message("user", text, timestamp=_ms(f"{day}T09:00:00"))])
+        memory.roll_now()
+        memory.record_messages([Message("user", "Snow!", timestamp=_ms("2023-11-20T09:00:00"))])
+        memory.wait()
+        found = memory.recall("what did we do in the last week of October 2023?")
+        assert [h.message.content for h in found.hits] == ["We planted the tulip bulbs"]
+        assert found.date_range is not None
+        assert found.date_range.mode == "only"
 
 
 def test_given_bounds_win_and_dates_can_be_off(store: MemoryStore) -> None:

@@ -18,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
+from partner_memory.recall.date_phrases import read_phrase
+
 _MONTHS = "january february march april june july august september october november december"
 _DAYS = "monday tuesday wednesday thursday friday saturday sunday"
 _RELATIVE = "yesterday today tonight ago last past previous this next week weekend month year"
@@ -56,6 +58,10 @@ def find_date_cue(query: str, now_ms: int) -> DateCue | None:
     from dateparser.search import search_dates
 
     now = datetime.fromtimestamp(now_ms / 1000, tz=UTC).replace(tzinfo=None)
+    phrase = read_phrase(query, now, lambda text: _parser(now).get_date_data(text).date_obj)
+    if phrase is not None:
+        text, since, until = phrase
+        return DateCue(_FILLER.sub("", text), _ms(since), _ms(until))
     settings = _settings(now)
     found = search_dates(query, languages=_LANGUAGES, settings=settings) or []
     for text, moment in found:

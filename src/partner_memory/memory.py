@@ -19,8 +19,7 @@ from typing import Any
 from partner_memory.clock import Clock, system_clock
 from partner_memory.context import Domain, ResolvedBlock, render_xml
 from partner_memory.core import MemoryCore
-from partner_memory.errors import InvalidInputError
-from partner_memory.model import Message, RollingTotals, WindowMessage
+from partner_memory.model import Message, RollingTotals, WindowMessage, check_limit
 from partner_memory.namespace_context import NamespaceContext
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.results import RecallResult, TopicCount
@@ -273,8 +272,7 @@ class PartnerMemory:
     def topics(self, *, limit: int = 100) -> list[TopicCount]:
         """The topic paths the LLM filed this namespace's slices under, most used first
         (none without an LLM)."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        check_limit(limit)
         if not isinstance(self.core.store, TopicStore):  # a backend without topics has none
             return []
         paths = self.core.store.topic_paths(self.namespace, limit=limit)

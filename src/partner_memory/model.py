@@ -10,7 +10,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from types import UnionType
@@ -151,6 +151,13 @@ def check_timestamp(value: object, field_name: str) -> int:
 def check_index(value: object, field_name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInputError(f"{field_name} must be an integer, got {type(value).__name__}")
+    return value
+
+
+def check_limit(value: object) -> int:
+    """A page size: a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"limit must be a positive integer, got {value!r}")
     return value
 
 
@@ -412,6 +419,19 @@ class Activation(Record):
     abstract: str | None
     message_ids: tuple[str, ...] = ()
     slices: tuple[tuple[str, str], ...] = ()
+
+    def quotes(
+        self,
+        *,
+        messages: Collection[str] = (),
+        slices: Collection[str] = (),
+        units: Collection[str] = (),
+    ) -> bool:
+        """Whether it quotes one of these messages, slices (by id) or units: a forget of
+        any of them takes it away."""
+        return bool(set(self.message_ids).intersection(messages)) or any(
+            s in slices or u in units for u, s in self.slices
+        )
 
 
 @dataclass(frozen=True, slots=True)

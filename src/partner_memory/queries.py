@@ -9,23 +9,17 @@ lacks it.
 
 from __future__ import annotations
 
-from partner_memory.errors import InvalidInputError
 from partner_memory.model import (
     LogEntry,
     NamespaceInfo,
     NamespaceOverview,
     RollingRecord,
+    check_limit,
     check_text,
 )
 from partner_memory.store.base import MemoryStore
 from partner_memory.store.capabilities import ForgetStore, InspectionStore, require
 from partner_memory.store.staged import StoredRecord
-
-
-def _limit(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
-    return limit
 
 
 class MemoryQueries:
@@ -42,7 +36,7 @@ class MemoryQueries:
         self, *, limit: int, after: str | None = None, matching: str | None = None
     ) -> list[NamespaceInfo]:
         """Namespaces by name, `limit` after the name `after`; `matching` a key's glob."""
-        return self._store.list_namespaces(limit=_limit(limit), after=after, matching=matching)
+        return self._store.list_namespaces(limit=check_limit(limit), after=after, matching=matching)
 
     def count_namespaces(self, *, matching: str | None = None) -> int:
         return self._store.count_namespaces(matching=matching)
@@ -57,7 +51,7 @@ class MemoryQueries:
     ) -> list[NamespaceOverview]:
         """Namespaces with their figures (`InspectionStore`); `search` any part of a name."""
         return require(self._store, InspectionStore).namespace_overviews(
-            limit=_limit(limit), after=after, search=search, matching=matching
+            limit=check_limit(limit), after=after, search=search, matching=matching
         )
 
     def rolling_history(
@@ -65,16 +59,16 @@ class MemoryQueries:
     ) -> list[RollingRecord]:
         """Rollings newest first with their cost (`InspectionStore`)."""
         return require(self._store, InspectionStore).rolling_history(
-            namespace, limit=_limit(limit), before=before
+            namespace, limit=check_limit(limit), before=before
         )
 
     def log(self, namespace: str, after: int, *, limit: int) -> list[LogEntry]:
         """The rolling log after the sequence number `after`, oldest first."""
-        return self._store.read_log(namespace, after, limit=_limit(limit))
+        return self._store.read_log(namespace, after, limit=check_limit(limit))
 
     def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
         """(kind, target, at) of the namespace's forgets, newest first (`ForgetStore`)."""
-        return require(self._store, ForgetStore).forget_log(namespace, limit=_limit(limit))
+        return require(self._store, ForgetStore).forget_log(namespace, limit=check_limit(limit))
 
     def records(
         self,
@@ -91,5 +85,5 @@ class MemoryQueries:
         if after is not None:
             check_text(after, "after")
         return self._store.read_records(
-            consumer, namespace, prefix=prefix, after=after, limit=_limit(limit)
+            consumer, namespace, prefix=prefix, after=after, limit=check_limit(limit)
         )

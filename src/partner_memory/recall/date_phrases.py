@@ -80,7 +80,8 @@ def _month_start(match: re.Match[str], now: datetime) -> datetime:
     return datetime(year, month, 1)
 
 
-def _next_month(start: datetime) -> datetime:
+def next_month(start: datetime) -> datetime:
+    """The first day of the month after `start`'s."""
     return (start + timedelta(days=32)).replace(day=1)
 
 
@@ -89,7 +90,7 @@ def _part_of_month(query: str, now: datetime, read_date: Reader) -> Span | None:
     if match is None:
         return None
     start = _month_start(match, now)
-    end = _next_month(start)
+    end = next_month(start)
     which, text = match["which"].lower(), match[0].strip()
     if match["unit"].lower() == "weekend":  # Saturday and Sunday
         if which == "last":
@@ -109,7 +110,7 @@ def _early_late(query: str, now: datetime, read_date: Reader) -> Span | None:
     if match is None:
         return None
     start = _month_start(match, now)
-    end = _next_month(start)
+    end = next_month(start)
     part = match["part"].lower()
     if part in ("early", "beginning of", "the beginning of", "start of", "the start of"):
         return match[0].strip(), start, start + timedelta(days=10)
@@ -133,9 +134,9 @@ def _span_around(query: str, now: datetime, read_date: Reader) -> Span | None:
         if side == "before":
             return match[0].strip(), (start - timedelta(days=1)).replace(day=1), start
         if side == "after":
-            following = _next_month(start)
-            return match[0].strip(), following, _next_month(following)
-        return match[0].strip(), start, _next_month(start)
+            following = next_month(start)
+            return match[0].strip(), following, next_month(following)
+        return match[0].strip(), start, next_month(start)
     if side == "of":  # the week (or weekend) holding the date
         monday = day - timedelta(days=day.weekday())
         if span == "weekend":
@@ -166,5 +167,5 @@ def _season(query: str, now: datetime, read_date: Reader) -> Span | None:
 def _after_season(start: datetime) -> datetime:
     end = start
     for _ in range(3):
-        end = _next_month(end)
+        end = next_month(end)
     return end

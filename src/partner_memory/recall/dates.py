@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
-from partner_memory.recall.date_phrases import read_phrase
+from partner_memory.recall.date_phrases import next_month, read_phrase
 
 _MONTHS = "january february march april june july august september october november december"
 _DAYS = "monday tuesday wednesday thursday friday saturday sunday"
@@ -106,8 +106,7 @@ def _bounds(moment: datetime, period: str) -> tuple[datetime, datetime]:
         return start, start.replace(year=start.year + 1)
     if period == "month":
         start = day.replace(day=1)
-        following = (start + timedelta(days=32)).replace(day=1)
-        return start, following
+        return start, next_month(start)
     if period == "week":
         start = day - timedelta(days=day.weekday())
         return start, start + timedelta(days=7)

@@ -18,7 +18,6 @@ from partner_memory.model import (
     RollingCost,
     RollingRecord,
     RollingTotals,
-    load_metadata,
     newest,
 )
 from partner_memory.store.capabilities import (
@@ -41,6 +40,8 @@ from partner_memory.store.memory_state import (
     WindowRow,
     bigint,
 )
+from partner_memory.store.refusals import none_found
+from partner_memory.store.rows import message_from_row, slice_from_row
 from partner_memory.store.staged import StoredRecord
 
 #: What a forgotten message's metadata says instead of what it said.
@@ -148,11 +149,7 @@ class ExtrasMixin(MemoryBase):
             stored = [(i, state.located[i]) for i in asked if i in state.located]
             found = {i for i, _ in stored} | (asked & state.window_ids())
             if not found:
-                raise NotFoundError(
-                    f"message {message_ids[0]!r} not found in namespace {namespace!r}"
-                    if len(message_ids) == 1
-                    else f"none of the {len(message_ids)} messages is in namespace {namespace!r}"
-                )
+                raise none_found(message_ids, namespace)
             for _, (unit_id, position) in stored:
                 unit = state.writable(unit_id)
                 held = unit.messages[position]
@@ -163,7 +160,9 @@ class ExtrasMixin(MemoryBase):
             state.window = [r for r in state.window if r.message.id not in asked]
             for change in resummaries:
                 _resummarise(state, change)
-            _drop_activation(state, asked, {c.slice_id for c in resummaries}, set())
+            quoting = state.activation
+            if quoting and quoting.quotes(messages=asked, slices={c.slice_id for c in resummaries}):
+                state.activation = None
             _forget_records(state, asked, resummaries, {u for _, (u, _) in stored})
             state.recall_generation += 1
             shared.forgets += [(namespace, "message", i, at) for i in message_ids]
@@ -185,7 +184,8 @@ class ExtrasMixin(MemoryBase):
                 for k, r in state.records.items()
                 if r.unit != unit_id and (r.message is None or r.message not in ids)
             }
-            _drop_activation(state, set(), set(), {unit_id})
+            if state.activation and state.activation.quotes(units={unit_id}):
+                state.activation = None
             state.recall_generation += 1
             shared.forgets.append((namespace, "unit", unit_id, at))
 
@@ -332,18 +332,6 @@ def _resummarise(state: NamespaceState, change: Resummary) -> None:
     }
 
 
-def _drop_activation(
-    state: NamespaceState, messages: set[str], slices: set[str], units: set[str]
-) -> None:
-    held = state.activation
-    if held is None:
-        return
-    if messages.intersection(held.message_ids) or any(
-        s in slices or u in units for u, s in held.slices
-    ):
-        state.activation = None
-
-
 def _forget_records(
     state: NamespaceState, messages: set[str], slices: Sequence[Resummary], units: set[str]
 ) -> None:
@@ -389,26 +377,18 @@ def _overview(state: NamespaceState) -> NamespaceOverview:
 
 
 def _restored(shared: SharedMemory, dump: NamespaceDump) -> NamespaceState:
-    from partner_memory.model import MemorySlice
-
     state = NamespaceState(dump.name, shared.next_order(), dump.memory_session_id)
     state.rolling_seq = dump.rolling_seq
     for unit_id, timestamp, _, _ in dump.units:
         state.units[unit_id] = UnitState(unit_id, shared.next_order(), timestamp)
-    for unit_id, position, message_id, role, content, timestamp, metadata in dump.messages:
-        restored = Message(role, content, id=message_id, timestamp=timestamp)
-        state.units[unit_id].messages.append(replace(restored, metadata=load_metadata(metadata)))
-        state.located[message_id] = (unit_id, position)
-    for unit_id, slice_id, start, end, summary, timestamp, summarizer in dump.slices:
-        made = MemorySlice(slice_id, start, end, summary, timestamp, summarizer)
-        state.units[unit_id].slices.append((shared.next_order(), made))
-    state.window = [
-        WindowRow(
-            Message(role, content, id=message_id, timestamp=ts, metadata=load_metadata(meta)),
-            bool(structured),
-            interaction,
-        )
-        for message_id, role, content, ts, meta, structured, interaction in dump.window
+    for row in dump.messages:  # unit id, position, then the message's columns
+        message = message_from_row(row[2:])
+        state.units[row[0]].messages.append(message)
+        state.located[message.id] = (row[0], row[1])
+    for row in dump.slices:  # unit id, then the slice's columns
+        state.units[row[0]].slices.append((shared.next_order(), slice_from_row(row[1:])))
+    state.window = [  # the message's columns, then whether structured and its interaction
+        WindowRow(message_from_row(row[:5]), bool(row[5]), row[6]) for row in dump.window
     ]
     state.activity = None if dump.activity is None else (dump.activity[0], dump.activity[1])
     state.rollings = [RollingRow.from_tuple(r) for r in dump.rollings]

@@ -19,6 +19,7 @@ from partner_memory.store.memory_state import (
     release,
 )
 from partner_memory.store.memory_writes import apply_staged
+from partner_memory.store.refusals import lease_lost
 from partner_memory.store.staged import Staged, StoredRecord, checked
 
 
@@ -29,10 +30,7 @@ class LogMixin(MemoryBase):
 
     def _leased(self, state: NamespaceState, holder: str) -> None:
         if state.lease is None or state.lease[0] != holder:
-            raise ConflictError(
-                f"the rolling lease of namespace {state.name!r} was lost (it expired and"
-                " another process took it); this rolling is abandoned"
-            )
+            raise lease_lost(state.name)
 
     def _apply_rolling(
         self, state: NamespaceState, commit: RollingCommit, drop: Collection[str]

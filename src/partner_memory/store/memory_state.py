@@ -27,16 +27,12 @@ from partner_memory.model import (
     Message,
     UnitInfo,
     UnitUpdate,
-    dump_metadata,
 )
 from partner_memory.store.capabilities import RecallRow, StoredKey, TopicSlice
 from partner_memory.store.dialect import Capability
+from partner_memory.store.refusals import already_stored, refuse_repeated_ids
+from partner_memory.store.rows import message_params
 from partner_memory.store.staged import StoredRecord
-
-
-def stored_metadata(message: Message) -> str | None:
-    """Metadata as the SQL backends keep (and dump) it: JSON text, None when empty."""
-    return dump_metadata(message.metadata) if message.metadata else None
 
 
 @dataclass
@@ -190,7 +186,7 @@ class NamespaceState:
 
     def message_rows(self) -> list[tuple[Any, ...]]:
         return [
-            (u.id, position, m.id, m.role, m.content, m.timestamp, stored_metadata(m))
+            (u.id, position, *message_params(m))
             for u in sorted(self.units.values(), key=lambda u: u.order)
             for position, m in enumerate(u.messages)
         ]
@@ -203,18 +199,7 @@ class NamespaceState:
         ]
 
     def window_rows(self) -> list[tuple[Any, ...]]:
-        return [
-            (
-                r.message.id,
-                r.message.role,
-                r.message.content,
-                r.message.timestamp,
-                stored_metadata(r.message),
-                int(r.structured),
-                r.interaction,
-            )
-            for r in self.window
-        ]
+        return [(*message_params(r.message), int(r.structured), r.interaction) for r in self.window]
 
 
 SCHEME = "memory://"
@@ -344,14 +329,10 @@ class MemoryBase:
     ) -> UnitUpdate:
         """R5 inside a write: extend the current session's unit by a slice."""
         ids = [m.id for m in messages]
-        if len(set(ids)) != len(ids):
-            twice = next(i for i in ids if ids.count(i) > 1)
-            raise InvalidInputError(f"message id {twice!r} appears twice in one update")
+        refuse_repeated_ids(ids, "update")
         stored = [i for i in ids if i in state.located]
         if stored:
-            raise ConflictError(
-                f"message id {min(stored)!r} is already stored in namespace {state.name!r}"
-            )
+            raise already_stored(min(stored), state.name)
         unit = self._open_unit(state, state.session_id, template.timestamp)
         first = len(unit.messages)
         made = replace(template, start_index=first, end_index=first + len(messages))

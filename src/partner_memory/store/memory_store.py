@@ -16,7 +16,6 @@ from collections.abc import Collection, Sequence
 from fnmatch import fnmatchcase
 
 from partner_memory.errors import (
-    ConflictError,
     InvalidInputError,
     NotFoundError,
 )
@@ -49,6 +48,7 @@ from partner_memory.store.memory_state import (
     now_ms,
     release,
 )
+from partner_memory.store.refusals import refuse_repeated_ids, unit_changed
 
 
 class InMemoryStore(ExtrasMixin, LogMixin, DerivedVerbs):
@@ -129,10 +129,8 @@ class InMemoryStore(ExtrasMixin, LogMixin, DerivedVerbs):
             for write in units:
                 unit = self._open_unit(state, write.id, write.timestamp)
                 if len(unit.messages) != write.expected_count:
-                    raise ConflictError(
-                        f"unit {write.id!r} of namespace {namespace!r} holds"
-                        f" {len(unit.messages)} messages, expected {write.expected_count}; it"
-                        " changed while the write was planned"
+                    raise unit_changed(
+                        write.id, namespace, len(unit.messages), write.expected_count
                     )
                 self._extend(state, unit, write.timestamp, write.messages, write.slices)
             if trajectory is not None:
@@ -252,9 +250,7 @@ class InMemoryStore(ExtrasMixin, LogMixin, DerivedVerbs):
         fresh_ids: bool = False,
     ) -> WindowAppend:
         ids = [m.id for m in messages]
-        if len(set(ids)) != len(ids):
-            twice = next(i for i in ids if ids.count(i) > 1)
-            raise InvalidInputError(f"message id {twice!r} appears twice in one batch")
+        refuse_repeated_ids(ids, "batch")
         bigint(last_interaction, "last interaction")
         with self._changing(namespace) as state:
             if not fresh_ids:

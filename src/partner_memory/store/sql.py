@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from partner_memory.errors import ConfigurationError, ConflictError, NotFoundError
+from partner_memory.errors import ConfigurationError, NotFoundError
 from partner_memory.model import (
     MemorySlice,
     Message,
@@ -21,15 +21,10 @@ from partner_memory.model import (
 )
 from partner_memory.store.base import UnitWrite
 from partner_memory.store.glob import glob_regex
+from partner_memory.store.refusals import unit_changed
+from partner_memory.store.rows import message_from_row, slice_from_row, unit_from_row
 from partner_memory.store.schema import MIGRATIONS, SCHEMA_TABLE, migration_steps
-from partner_memory.store.sql_base import (
-    MESSAGE_COLUMNS,
-    SLICE_COLUMNS,
-    Cursor,
-    message_from_row,
-    slice_from_row,
-    unit_from_row,
-)
+from partner_memory.store.sql_base import MESSAGE_COLUMNS, SLICE_COLUMNS, Cursor
 from partner_memory.store.sql_context import ContextSql
 from partner_memory.store.sql_dump import DumpSql
 from partner_memory.store.sql_forget import ForgetSql
@@ -272,11 +267,7 @@ class SqlStore(WindowSql, ContextSql, LogSql, RecallSql, TopicSql, KeySql, Forge
     def _write_unit(self, cur: Cursor, namespace: str, namespace_id: int, write: UnitWrite) -> None:
         unit = self._open_unit(cur, namespace_id, write.id, write.timestamp)
         if unit.message_count != write.expected_count:
-            raise ConflictError(
-                f"unit {write.id!r} of namespace {namespace!r} holds {unit.message_count}"
-                f" messages, expected {write.expected_count}; it changed while the write was"
-                " planned"
-            )
+            raise unit_changed(write.id, namespace, unit.message_count, write.expected_count)
         self._extend_unit(
             cur, unit, timestamp=write.timestamp, messages=write.messages, slices=write.slices
         )

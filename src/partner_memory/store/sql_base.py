@@ -13,16 +13,16 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
 
-from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
+from partner_memory.errors import NotFoundError
 from partner_memory.model import (
     MemorySlice,
     Message,
     UnitInfo,
     UnitUpdate,
-    dump_metadata,
-    load_metadata,
 )
 from partner_memory.store.dialect import Capability, Dialect
+from partner_memory.store.refusals import already_stored, refuse_repeated_ids
+from partner_memory.store.rows import message_params
 
 MESSAGE_COLUMNS = "message_id, role, content, timestamp, metadata"
 SLICE_COLUMNS = "slice_id, start_index, end_index, summary, timestamp, summarizer"
@@ -50,38 +50,11 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...
 
 
-def unit_from_row(row: Sequence[Any]) -> UnitInfo:
-    return UnitInfo(id=row[0], timestamp=row[1], message_count=row[2], slice_count=row[3])
-
-
-def slice_from_row(row: Sequence[Any]) -> MemorySlice:
-    return MemorySlice(
-        id=row[0],
-        start_index=row[1],
-        end_index=row[2],
-        summary=row[3],
-        timestamp=row[4],
-        summarizer=row[5],
-    )
-
-
-def message_from_row(row: Sequence[Any]) -> Message:
-    return Message(
-        id=row[0], role=row[1], content=row[2], timestamp=row[3], metadata=load_metadata(row[4])
-    )
-
-
 def message_key(message_id: str) -> int:
     """The 64-bit key messages are looked up by: the first 8 bytes of the id's MD5,
     signed (PostgreSQL computes the same in SQL: schema step 4)."""
     digest = hashlib.md5(message_id.encode("utf-8"), usedforsecurity=False).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
-
-
-def message_params(message: Message) -> tuple[Any, ...]:
-    """A message as the values of MESSAGE_COLUMNS."""
-    metadata = dump_metadata(message.metadata) if message.metadata else None
-    return (message.id, message.role, message.content, message.timestamp, metadata)
 
 
 def values_clause(rows: int, columns: int) -> str:
@@ -306,14 +279,10 @@ class SqlBase(ABC):
             raise NotFoundError(f"namespace {namespace!r} not found")
         namespace_id, session_id = int(row[0]), str(row[1])
         ids = [m.id for m in messages]
-        if len(set(ids)) != len(ids):
-            twice = next(i for i in ids if ids.count(i) > 1)
-            raise InvalidInputError(f"message id {twice!r} appears twice in one update")
+        refuse_repeated_ids(ids, "update")
         stored = self._stored_ids(cur, namespace_id, ids)
         if stored:
-            raise ConflictError(
-                f"message id {min(stored)!r} is already stored in namespace {namespace!r}"
-            )
+            raise already_stored(min(stored), namespace)
         unit = self._open_unit(cur, namespace_id, session_id, template.timestamp)
         memory_slice = MemorySlice(
             id=template.id,

@@ -76,8 +76,5 @@ def drop_activation(
 ) -> None:
     """Inside a forget: the activation goes if it quotes anything forgotten."""
     held = read_activation(sql, cur, namespace_id)
-    if held is None:
-        return
-    quoted = set(held.message_ids)
-    if quoted.intersection(messages) or any(s in slices or u in units for u, s in held.slices):
+    if held is not None and held.quotes(messages=messages, slices=slices, units=units):
         sql._run(cur, "DELETE FROM activations WHERE namespace_id = ?", (namespace_id,))

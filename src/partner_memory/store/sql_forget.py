@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from partner_memory.errors import NotFoundError
 from partner_memory.store.capabilities import Located, Resummary
+from partner_memory.store.refusals import none_found
 from partner_memory.store.sql_base import Cursor, SqlBase
 from partner_memory.store.sql_context import drop_activation
 from partner_memory.store.sql_window import chunks, in_list, remove_window
@@ -72,11 +73,7 @@ class ForgetSql(SqlBase):
                 found.update(str(r[0]) for r in rows)
             remove_window(self, cur, namespace_id, list(message_ids))
             if not found:
-                raise NotFoundError(
-                    f"message {message_ids[0]!r} not found in namespace {namespace!r}"
-                    if len(message_ids) == 1
-                    else f"none of the {len(message_ids)} messages is in namespace {namespace!r}"
-                )
+                raise none_found(message_ids, namespace)
             for change in resummaries:
                 # its topics were drawn from what is now forgotten: they go too
                 self._run(

@@ -30,13 +30,13 @@ from partner_memory.store.base import (
     ReplayStep,
     RollingCommit,
 )
+from partner_memory.store.refusals import lease_lost
+from partner_memory.store.rows import message_from_row, slice_from_row
 from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
     SLICE_COLUMNS,
     Cursor,
     SqlBase,
-    message_from_row,
-    slice_from_row,
     values_clause,
 )
 from partner_memory.store.sql_staged import RECORD_COLUMNS, record_from_row, write_staged
@@ -120,10 +120,7 @@ class LogSql(SqlBase):
             cur, "SELECT holder FROM rolling_leases WHERE namespace_id = ?", (namespace_id,)
         ).fetchone()
         if row is None or row[0] != holder:
-            raise ConflictError(
-                f"the rolling lease of namespace {namespace!r} was lost (it expired and"
-                " another process took it); this rolling is abandoned"
-            )
+            raise lease_lost(namespace)
         return namespace_id
 
     def _apply_rolling(

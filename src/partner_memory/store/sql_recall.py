@@ -11,7 +11,8 @@ from typing import Any
 
 from partner_memory.errors import NotFoundError
 from partner_memory.store.capabilities import RecallAnalyzer, RecallRow, RecallState
-from partner_memory.store.sql_base import MESSAGE_COLUMNS, SqlBase, message_from_row
+from partner_memory.store.rows import message_from_row
+from partner_memory.store.sql_base import MESSAGE_COLUMNS, SqlBase
 from partner_memory.store.sql_staged import RECALL_COLUMNS, RECALL_CONFLICT
 
 

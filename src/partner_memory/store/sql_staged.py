@@ -41,7 +41,9 @@ def write_staged(
     writes: Sequence[Staged],
 ) -> None:
     """Write one rolling's staged writes for `consumer`."""
-    unit_pk: int | None = None
+    derived = any(isinstance(w, IndexedMessages | FiledTopics) for w in writes)
+    # the rolling's unit, where recall rows and topics are kept; None if forgotten since
+    unit_pk = sql._unit_pk(cur, entry.namespace, entry.unit.id) if derived else None
     for write in writes:
         if isinstance(write, Record):
             sql._run(
@@ -68,19 +70,12 @@ def write_staged(
                 " AND record_key = ?",
                 (namespace_id, consumer, write.key),
             )
-        else:
-            if unit_pk is None:
-                unit_pk = sql._unit_pk(cur, entry.namespace, entry.unit.id) or 0
-            if unit_pk == 0:  # the unit is gone (forgotten since): nothing to index or file
-                continue
-            if isinstance(write, IndexedMessages):
-                _index(
-                    sql, cur, namespace_id=namespace_id, unit_pk=unit_pk, entry=entry, write=write
-                )
-            elif isinstance(write, FiledTopics):
-                _file(
-                    sql, cur, namespace_id=namespace_id, unit_pk=unit_pk, entry=entry, write=write
-                )
+        elif unit_pk is None:  # the unit is gone (forgotten since): nothing to index or file
+            continue
+        elif isinstance(write, IndexedMessages):
+            _index(sql, cur, namespace_id=namespace_id, unit_pk=unit_pk, entry=entry, write=write)
+        elif isinstance(write, FiledTopics):
+            _file(sql, cur, namespace_id=namespace_id, unit_pk=unit_pk, entry=entry, write=write)
 
 
 def _index(

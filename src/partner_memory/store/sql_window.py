@@ -18,14 +18,9 @@ from partner_memory.errors import (
 )
 from partner_memory.model import Message, TrajectoryState, WindowActivity
 from partner_memory.store.base import WindowAppend
-from partner_memory.store.sql_base import (
-    MESSAGE_COLUMNS,
-    ROWS_PER_INSERT,
-    Cursor,
-    SqlBase,
-    message_from_row,
-    message_params,
-)
+from partner_memory.store.refusals import refuse_repeated_ids
+from partner_memory.store.rows import message_from_row, message_params
+from partner_memory.store.sql_base import MESSAGE_COLUMNS, ROWS_PER_INSERT, Cursor, SqlBase
 
 #: Ids per `IN (...)` list.
 T = TypeVar("T")
@@ -113,9 +108,7 @@ class WindowSql(SqlBase):
         fresh_ids: bool = False,
     ) -> WindowAppend:
         ids = [m.id for m in messages]
-        if len(set(ids)) != len(ids):
-            twice = next(i for i in ids if ids.count(i) > 1)
-            raise InvalidInputError(f"message id {twice!r} appears twice in one batch")
+        refuse_repeated_ids(ids, "batch")
         try:
             return self._append_window(
                 namespace,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from partner_memory.errors import InvalidInputError
-from partner_memory.model import check_text
+from partner_memory.model import LogEntry, check_text
 
 #: Longest record key, in characters.
 MAX_RECORD_KEY_CHARS = 512
@@ -137,7 +137,7 @@ def keeps_vectors(namespace: str, held: str | None, given: str) -> bool:
     return False
 
 
-def check_rows(write: IndexedMessages, entry: Any) -> None:
+def check_rows(write: IndexedMessages, entry: LogEntry) -> None:
     """One recall row per message of the rolling, or InvalidInputError."""
     if len(write.rows) != len(entry.messages):
         raise InvalidInputError(

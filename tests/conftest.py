@@ -49,6 +49,19 @@ class ManualClock:
         self.now += ms
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _recall_indexes_in_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """PostgreSQL's recall indexes go under the user's cache: this run's own, so tests
+    (and the processes they start) never leave indexes in the home directory."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 def _pg_unavailable_reason() -> str | None:
     try:
         import psycopg

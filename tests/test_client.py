@@ -51,6 +51,14 @@ def _talk(memory: Any) -> None:
     assert memory.roll_now()
 
 
+def test_the_readme_example_finds_the_trip_on_a_fresh_namespace(memory: Any) -> None:
+    """Nothing rolled yet; one question says "Kyoto", the other only means it."""
+    memory.record_turn("I'm off to Kyoto in April.", "Book early!")
+    for question in ("when is the Kyoto trip?", "where am I travelling?"):
+        hits = memory.recall(question).hits
+        assert "Kyoto" in hits[0].message.content, question
+
+
 def test_recorded_turns_are_recalled_with_their_slices(memory: Any) -> None:
     turn = memory.record_turn("hello", "hi there")
     assert (turn.user.role, turn.assistant.role, turn.replied) == ("user", "assistant", True)

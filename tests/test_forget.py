@@ -3,6 +3,7 @@ transaction, recorded without its content, and other processes follow."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,9 @@ def _everywhere(memory: PartnerMemory, tmp_path: Path) -> str:
     """Every path text leaves memory by: rows, window, recall, context, an export."""
     store, ns = memory.core.store, memory.namespace
     seen = [repr(store.export_namespace(ns))]
-    seen += [h.message.content for h in memory.recall(f"bank PIN {SECRET}", k=20).hits]
+    # a probe: it must not leave its own query (which holds the secret) in the context
+    probe = memory.recall(f"bank PIN {SECRET}", k=20, activate=False)
+    seen += [h.message.content for h in probe.hits]
     seen.append(memory.context_xml())
     out = tmp_path / "export"
     export_partner_state(memory.core, out)
@@ -141,7 +144,10 @@ def test_cli_forget(store_url: str) -> None:
     assert done.exit_code == 0, done.output
     assert "forgot 1 message" in done.output
     found = runner.invoke(app, ["recall", SECRET, "--db", store_url, "-n", "agent", "--json"])
-    assert '"hits": []' in found.output
+    assert found.exit_code == 0, found.output
+    hits = json.loads(found.output)["hits"]  # what is nearest by meaning, never the forgotten
+    assert said[1].id not in {h["message"]["id"] for h in hits}
+    assert not any(SECRET in h["message"]["content"] for h in hits)
     refused = runner.invoke(app, ["forget", "namespace", "--db", store_url, "-n", "agent"])
     assert refused.exit_code == 4
     assert "--yes" in refused.output

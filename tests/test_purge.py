@@ -77,8 +77,13 @@ def test_purge_removes_forgotten_text_from_the_postgres_files(pg_url: str) -> No
 def test_forgotten_text_leaves_the_sqlite_files(tmp_path: Path) -> None:
     database = tmp_path / "m.db"
     _remember(str(database))
-    files = lambda: [p for p in tmp_path.iterdir() if p.name.startswith("m.db")]  # noqa: E731
+    files = lambda: [  # noqa: E731  the database's files and this host's recall indexes
+        p
+        for p in tmp_path.rglob("*")
+        if p.is_file() and (p.name.startswith("m.db") or "m.db-recall" in p.parts)
+    ]
     assert _copies(iter(files())) > 0
+    assert _copies(p for p in files() if "m.db-recall" in p.parts) > 0  # the index too
     runner = CliRunner()
     forgot = runner.invoke(
         app, ["forget", "namespace", "--db", str(database), "-n", "agent", "--yes"]

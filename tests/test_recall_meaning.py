@@ -11,8 +11,9 @@ import pytest
 from partner_memory import ConfigurationError, Message, PartnerMemory
 from partner_memory.recall.embed import EmbeddingSettings, StaticEmbedder, pack
 from partner_memory.recall.engine import RecallEngine
-from partner_memory.recall.index import Doc, RecallIndex
 from partner_memory.recall.indexer import RECALL_CONSUMER
+from partner_memory.recall.searcher import Doc, Search
+from partner_memory.recall.tantivy_index import Scoring, TantivyIndex
 from partner_memory.store import MemoryStore
 
 OFF = EmbeddingSettings("off")
@@ -23,23 +24,25 @@ def _vector(*values: float) -> bytes:
 
 
 def test_the_best_by_words_are_rescored_by_meaning() -> None:
-    index = RecallIndex()
+    index = TantivyIndex()
     index.add(
         [
-            Doc("far", "u1", 0, ["adopt", "polici"], vector=_vector(1, 0, 0)),
-            Doc("near", "u2", 0, ["adopt", "puppi"], vector=_vector(0, 1, 0.2)),
+            Doc("u1", 0, ["adopt", "polici"], vector=_vector(1, 0, 0)),
+            Doc("u2", 0, ["adopt", "puppi"], vector=_vector(0, 1, 0.2)),
         ]
     )
     query = np.array([0, 1, 0], dtype=np.float32)
-    assert [h.key for h in index.search(["adopt"])] == ["far", "near"]  # a tie: order kept
-    assert [h.key for h in index.search(["adopt"], vector=query)] == ["near", "far"]
-    wrong_size = np.array([0, 1], dtype=np.float32)
-    assert [h.key for h in index.search(["adopt"], vector=wrong_size)] == ["far", "near"]
-    plain = RecallIndex(dense_weight=0)
-    plain.add(
-        [Doc("far", "u1", 0, ["adopt"], vector=_vector(1, 0)), Doc("near", "u2", 0, ["adopt"])]
-    )
-    assert [h.key for h in plain.search(["adopt"], vector=query[:2])] == ["far", "near"]
+
+    def units(**options: Any) -> list[str | None]:
+        return [h.place[0] for h in index.search(Search(["adopt"], **options))]
+
+    assert units() == ["u1", "u2"]  # a tie: the order they were added in
+    assert units(vector=query) == ["u2", "u1"]
+    assert units(vector=np.array([0, 1], dtype=np.float32)) == ["u1", "u2"]  # another model
+    plain = TantivyIndex(scoring=Scoring(dense_weight=0))
+    plain.add([Doc("u1", 0, ["adopt"], vector=_vector(1, 0)), Doc("u2", 0, ["adopt"])])
+    found = plain.search(Search(["adopt"], vector=query[:2]))
+    assert [h.place[0] for h in found] == ["u1", "u2"]
 
 
 def test_vectors_are_signed_bytes_whose_cosines_survive_packing() -> None:

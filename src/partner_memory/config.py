@@ -3,7 +3,8 @@
 `Settings.from_env()` gathers where memory lives (`StoreSettings`), which LLM
 summarises (`LLMSettings`, None offline), every number of rolling
 (`RollingSettings`, PARTNER_MEMORY_ROLLING_*) and which embedder recall
-uses (`EmbeddingSettings`), each validated with an error
+uses (`EmbeddingSettings`) and where this host keeps its recall indexes
+(`RecallIndexSettings`), each validated with an error
 naming the variable. The CLI, `PartnerMemory.open` and `MemoryService.open`
 all read it, so one environment means the same thing everywhere.
 """
@@ -11,9 +12,10 @@ all read it, so one environment means the same thing everywhere.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from partner_memory.recall.embed import EmbeddingSettings
+from partner_memory.recall.replicas import RecallIndexSettings
 from partner_memory.rolling.llm import LLMSettings
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.settings import StoreSettings
@@ -25,6 +27,7 @@ class Settings:
     llm: LLMSettings | None
     rolling: RollingSettings
     embeddings: EmbeddingSettings
+    recall_index: RecallIndexSettings = field(default_factory=RecallIndexSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -33,4 +36,5 @@ class Settings:
             llm=LLMSettings.from_env(environ),
             rolling=RollingSettings.from_env(environ),
             embeddings=EmbeddingSettings.from_env(environ),
+            recall_index=RecallIndexSettings.from_env(environ),
         )

@@ -30,6 +30,7 @@ from partner_memory.recall.analyze import RecallAnalysis
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.engine import RecallEngine
 from partner_memory.recall.indexer import RECALL_CONSUMER, RecallIndexer
+from partner_memory.recall.replicas import IndexReplicas, RecallIndexSettings
 from partner_memory.recall.topics import TopicExtractor
 from partner_memory.rolling import (
     ChatClient,
@@ -94,6 +95,7 @@ class MemoryRuntime:
         rolling_workers: int = DEFAULT_ROLLING_WORKERS,
         owns_store: bool = False,
         embeddings: EmbeddingSettings | None = None,
+        recall_index: RecallIndexSettings | None = None,
     ) -> None:
         self.store = store
         self.settings = settings or RollingSettings()
@@ -120,7 +122,9 @@ class MemoryRuntime:
         #: How messages become recall rows: terms, and vectors from the embedder that
         #: `embeddings` chooses (the static model when not given).
         self.analysis = RecallAnalysis((embeddings or EmbeddingSettings()).embedder())
-        self.recall = RecallEngine(store, self.analysis)
+        where = recall_index or RecallIndexSettings()
+        replicas = IndexReplicas(where.home(store.url), required=where.directory is not None)
+        self.recall = RecallEngine(store, self.analysis, replicas=replicas)
         #: What the interfaces list and count (never a write).
         self.queries = MemoryQueries(store)
         self.forgetting = Forgetting(
@@ -177,6 +181,7 @@ class MemoryRuntime:
         options.setdefault("llm", env.llm)
         options.setdefault("settings", env.rolling)
         options.setdefault("embeddings", env.embeddings)
+        options.setdefault("recall_index", env.recall_index)
         try:
             return cls(store, owns_store=True, **options)
         except BaseException:
@@ -259,25 +264,46 @@ class MemoryRuntime:
     def forget_messages(self, namespace: str, message_ids: Sequence[str]) -> int:
         """See `PartnerMemory.forget_messages`; the slices that held them are summarised
         again (by this service's summariser) before the one forgetting transaction."""
-        return self.forgetting.messages(namespace, message_ids)
+        try:
+            return self.forgetting.messages(namespace, message_ids)
+        finally:
+            self._forgotten(namespace)
 
     def forget_slice(self, namespace: str, unit_id: str, slice_id: str) -> int:
         """Forget a slice's summary and every message of its range."""
-        return self.forgetting.slice(namespace, unit_id, slice_id)
+        try:
+            return self.forgetting.slice(namespace, unit_id, slice_id)
+        finally:
+            self._forgotten(namespace)
 
     def forget_unit(self, namespace: str, unit_id: str) -> None:
-        self.forgetting.unit(namespace, unit_id)
+        try:
+            self.forgetting.unit(namespace, unit_id)
+        finally:
+            self._forgotten(namespace)
 
     def forget_namespace(self, namespace: str) -> None:
         """Forget a namespace and everything in it; its handles here stop being served."""
-        self.forgetting.namespace(namespace)
+        try:
+            self.forgetting.namespace(namespace)
+        finally:
+            self._forgotten(namespace)
         with self._lock:
             self._handles.pop(namespace, None)
             self._watched.discard(namespace)
 
     def purge(self) -> list[str]:
-        """Forgotten text out of the database's files as well (`ForgetStore.purge`)."""
-        return self.forgetting.purge()
+        """Forgotten text out of the database's files as well (`ForgetStore.purge`), and
+        out of this host's recall indexes (rebuilt from the database when next searched)."""
+        rewritten = self.forgetting.purge()
+        self.recall.replicas.purge()
+        return rewritten
+
+    def _forgotten(self, namespace: str) -> None:
+        """This host's copy of the namespace's index goes at once, with what it held of
+        the forgotten text: the next search rebuilds it (other hosts' copies are rebuilt
+        when they next search it, as the forget moved the namespace's generation on)."""
+        self.recall.replicas.drop(namespace)
 
     def reindex(self, namespace: str) -> int:
         """Rebuild the namespace's recall index from its units (after an import, a copy,

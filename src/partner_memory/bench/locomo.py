@@ -24,7 +24,8 @@ from partner_memory.model import Record
 from partner_memory.recall.analyze import analyze, terms
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.engine import RecallEngine
-from partner_memory.recall.index import Doc, RecallIndex
+from partner_memory.recall.searcher import Doc, Search
+from partner_memory.recall.tantivy_index import Scoring, TantivyIndex
 from partner_memory.store.base import MemoryStore
 
 KS = (5, 10, 25)
@@ -105,13 +106,11 @@ def run_locomo(
             progress(path.name)
         transcript = read_transcript(path, "locomo")
         clock = ReplayClock()
-        plain = RecallIndex(neighbours=0, unit_weight=0.0, speaker_boost=1.0)
+        plain = TantivyIndex(scoring=Scoring.plain())  # each turn a unit of its own
         plain.add(
-            [
-                Doc(m.metadata.get("dia_id"), i, 0, analyze(m)[1].split())
-                for i, m in enumerate(transcript.messages)
-            ]
+            [Doc(str(i), 0, analyze(m)[1].split()) for i, m in enumerate(transcript.messages)]
         )
+        turn = [str(m.metadata.get("dia_id")) for m in transcript.messages]
         with PartnerMemory(
             store, path.stem, clock=clock, idle_timer=False, embeddings=embeddings
         ) as memory:
@@ -130,9 +129,10 @@ def run_locomo(
                 ranked = [str(h.message.metadata.get("dia_id")) for h in found.hits]
                 words.add(category, evidence, ranked, spent)
                 began = time.perf_counter()
-                hits = plain.search(terms(question), k=max(KS))
+                hits = plain.search(Search(terms(question), k=max(KS)))
                 spent = (time.perf_counter() - began) * 1000
-                baseline.add(category, evidence, [str(h.key) for h in hits], spent)
+                ranked = [turn[int(str(h.place[0]))] for h in hits]
+                baseline.add(category, evidence, ranked, spent)
     return LocomoReport(
         len(files),
         questions,

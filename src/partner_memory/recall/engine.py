@@ -1,12 +1,13 @@
-"""Recall for a process: one in-memory index per namespace searched, never stale.
+"""Recall: the rules of a search, over one namespace's index, never stale.
 
-Before each search the index is brought up to the database: the rows the
-"recall" consumer has written since (in log order), then the rollings it has
-not indexed yet, read from the log itself, then the window, added for this
-search only. So everything recorded before a search is found by it, in any
-process, whether or not the indexer has caught up - and a read-only store
-can be searched too. A reindex bumps the namespace's generation, and a held
-index of an older generation is rebuilt.
+Before each search the namespace's index (`replicas`, this host's copy) is
+brought up to the database: the rows the "recall" consumer has written since
+(in log order), then the rollings it has not indexed yet, read from the log
+itself; the window is searched with it, never stored. So everything recorded
+before a search is found by it, in any process on any host, whether or not
+the indexer has caught up - and a read-only store can be searched too. A
+forget or a reindex moves the namespace's generation on, and an index of
+another generation is rebuilt.
 
 Meaning is compared only when the namespace's vectors were made by this
 engine's embedder; otherwise (or when the embeddings endpoint fails) the
@@ -16,20 +17,20 @@ search is by words alone.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from partner_memory.errors import InvalidInputError, LLMError
 from partner_memory.model import TOPIC_SEPARATOR, MemorySlice, Message, check_text
 from partner_memory.recall.analyze import RecallAnalysis, terms
 from partner_memory.recall.dates import find_date_cue
 from partner_memory.recall.embed import embed_bounded
-from partner_memory.recall.index import Doc, Hit, RecallIndex
 from partner_memory.recall.indexer import RECALL_CONSUMER
+from partner_memory.recall.replicas import LOG_STEP, IndexReplicas, RecallIndexSettings
 from partner_memory.recall.results import (
     ONLY,
     PREFERRED,
@@ -39,6 +40,7 @@ from partner_memory.recall.results import (
     RecallResult,
     TopicMatch,
 )
+from partner_memory.recall.searcher import Doc, Hit, Search, Searcher
 from partner_memory.recall.topics import MAX_LEVEL_CHARS, normalize_path
 from partner_memory.store.base import MemoryStore
 from partner_memory.store.capabilities import RecallState, RecallStore, TopicStore, require
@@ -48,10 +50,8 @@ if TYPE_CHECKING:
 
 #: Most hits one recall returns.
 MAX_K = 100
-#: Namespaces whose index a process keeps in memory (least recently searched go first).
-HELD_INDEXES = 32
-#: The window's messages form a unit of their own while a search runs.
-_WINDOW = ("window",)
+#: Namespaces whose analysed window a process keeps (least recently searched go first).
+HELD_WINDOWS = 256
 
 #: Words that ask about a time without saying what about ("what happened", "我们聊了什么").
 ASKING = frozenset(
@@ -65,14 +65,11 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class _Held:
-    generation: int
-    index: RecallIndex = field(default_factory=RecallIndex)
-    #: Everything up to this log sequence number is in `index` (-1: nothing yet).
-    loaded: int = -1
-    #: The window as last searched, analysed, by message id: a search analyses (and
-    #: embeds) only what was recorded since.
-    window: dict[tuple[str, str], Doc] = field(default_factory=dict)
+class _Window:
+    """The window as last searched, analysed, by (embedder, message id): a search
+    analyses (and embeds) only what was recorded since."""
+
+    docs: dict[tuple[str, str], Doc] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -86,15 +83,17 @@ class RecallEngine:
         store: MemoryStore,
         analysis: RecallAnalysis | None = None,
         *,
-        capacity: int = HELD_INDEXES,
+        replicas: IndexReplicas | None = None,
     ) -> None:
         self._store = store
         self._rows = store if isinstance(store, RecallStore) else None
         self._topics = store if isinstance(store, TopicStore) else None
         self._analysis = analysis or RecallAnalysis(None)
         self._words_only = RecallAnalysis(None)
-        self._capacity = capacity
-        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self.replicas = replicas or IndexReplicas(
+            RecallIndexSettings().home(store.url), required=False
+        )
+        self._windows: dict[str, _Window] = {}
         self._lock = threading.Lock()
 
     def recall(
@@ -116,33 +115,36 @@ class RecallEngine:
         match, kept = self._topic(namespace, topic) if topic is not None else (None, None)
         state = self._recall_rows().recall_state(namespace, RECALL_CONSUMER)
         analysis = self._for(state)
-        held = self._current(namespace, state, analysis)
-        index = held.index
+        index = self._current(namespace, state, analysis)
         window = self._store.load_trajectory(namespace).messages
         bounds = self._bounds(query, window, index, since, until, dates=dates)
         words = terms(query)
-        if bounds is not None and bounds.cue is not None and bounds.mode == ONLY:
-            words = []  # the query's own date words would rank by length: time order instead
+        timed = bounds is not None and bounds.cue is not None and bounds.mode == ONLY
+        if timed:  # the query's own date words (or meaning) would rank: time order instead
+            words = []
         only = bounds is not None and bounds.mode == ONLY
         span = (bounds.start_at, bounds.end_at) if bounds is not None else (None, None)
-        docs = self._window_docs(held, window, analysis)
-        vector = self._query_vector(query, analysis)
-        with index.including(docs):
-            hits = index.search(
+        docs = self._window_docs(namespace, window, analysis)
+        hits = index.search(
+            Search(
                 words,
                 k=k,
-                speaker=index.named_speaker(query),
+                speaker=_named_speaker(query, index.speakers, docs),
                 since=span[0] if only else None,
                 until=span[1] if only else None,
                 prefer=None if only or bounds is None else span,
-                vector=vector,
+                vector=None if timed else self._query_vector(query, analysis),
                 fill=only and bounds is not None and bounds.cue is not None and kept is None,
                 within=kept,
+                window=docs,
             )
+        )
         if kept is not None and len(hits) < k:  # the topic's other messages, oldest first
-            have = {hit.key for hit in hits}
-            more = [(u, p) for u, first, end in kept for p in range(first, end)]
-            hits += [Hit(key, 0.0) for key in more if key not in have][: k - len(hits)]
+            have = {hit.place for hit in hits}
+            more: list[tuple[str | None, int]] = [
+                (u, p) for u, first, end in kept for p in range(first, end)
+            ]
+            hits += [Hit(place, 0.0) for place in more if place not in have][: k - len(hits)]
         found = self._resolve(namespace, query, hits, window, bounds)
         if kept is not None and only:  # what the topic added keeps to the time asked for
             found = replace(
@@ -154,7 +156,7 @@ class RecallEngine:
     def _bounds(
         query: str,
         window: Sequence[Message],
-        index: RecallIndex,
+        index: Searcher,
         since: int | None,
         until: int | None,
         *,
@@ -175,9 +177,7 @@ class RecallEngine:
         rest = set(terms(query.replace(cue.text, " "))) - ASKING
         return DateRange(cue.text, cue.since, cue.until, PREFERRED if rest else ONLY)
 
-    def _topic(
-        self, namespace: str, topic: str
-    ) -> tuple[TopicMatch, list[tuple[Hashable, int, int]]]:
+    def _topic(self, namespace: str, topic: str) -> tuple[TopicMatch, list[tuple[str, int, int]]]:
         """The slices filed under `topic` or below it; if none, under its nearest parent."""
         check_text(topic, "topic")
         asked = normalize_path(topic)
@@ -226,63 +226,51 @@ class RecallEngine:
         return vector
 
     def _window_docs(
-        self, held: _Held, window: Sequence[Message], analysis: RecallAnalysis
+        self, namespace: str, window: Sequence[Message], analysis: RecallAnalysis
     ) -> list[Doc]:
         name = analysis.embedder_name
-        with held.lock:
-            known = {m.id: held.window[name, m.id] for m in window if (name, m.id) in held.window}
-        fresh = [m for m in window if m.id not in known]
-        made = self._docs(fresh, analysis, None, _WINDOW, 0)
-        known.update(zip((m.id for m in fresh), made, strict=True))
-        with held.lock:  # only the current window is kept: what left it is not held on to
-            held.window = {(name, m.id): known[m.id] for m in window}
-        return [
-            Doc((None, i), _WINDOW, i, d.terms, d.speaker, d.timestamp, d.vector)
-            for i, d in enumerate(known[m.id] for m in window)
-        ]
-
-    def _current(self, namespace: str, state: RecallState, analysis: RecallAnalysis) -> _Held:
         with self._lock:
-            held = self._held.get(namespace)
-            if held is None or held.generation != state.generation:
-                held = self._held[namespace] = _Held(state.generation)
-            self._held.move_to_end(namespace)
-            while len(self._held) > self._capacity:
-                self._held.popitem(last=False)
+            held = self._windows.pop(namespace, None) or _Window()
+            self._windows[namespace] = held  # most recent last
+            while len(self._windows) > HELD_WINDOWS:
+                del self._windows[next(iter(self._windows))]
         with held.lock:
-            if held.loaded < state.indexed:
-                rows = self._recall_rows().recall_rows(namespace, held.loaded, state.indexed)
-                held.index.add(
-                    [
-                        Doc(
-                            (r.unit_id, r.position),
-                            r.unit_id,
-                            r.position,
-                            r.terms.split(),
-                            r.speaker,
-                            r.timestamp,
-                            r.vector,
-                        )
-                        for r in rows
-                    ]
+            known = {m.id: held.docs[name, m.id] for m in window if (name, m.id) in held.docs}
+        fresh = [m for m in window if m.id not in known]
+        known.update(zip((m.id for m in fresh), self._docs(fresh, analysis, None, 0), strict=True))
+        with held.lock:  # only the current window is kept: what left it is not held on to
+            held.docs = {(name, m.id): known[m.id] for m in window}
+        return [replace(known[m.id], position=i) for i, m in enumerate(window)]
+
+    def _current(self, namespace: str, state: RecallState, analysis: RecallAnalysis) -> Searcher:
+        """The namespace's index with every rolling up to the database's newest."""
+
+        def rollings(after: int) -> tuple[int, list[Doc]] | None:
+            entries = self._store.read_log(namespace, after, limit=LOG_STEP)
+            if not entries:
+                return None
+            docs = [
+                doc
+                for entry in entries
+                for doc in self._docs(
+                    entry.messages, analysis, entry.unit.id, entry.slice.start_index
                 )
-                held.loaded = state.indexed
-            while held.loaded < state.head:  # rollings the indexer has not reached yet
-                entries = self._store.read_log(namespace, held.loaded, limit=100)
-                if not entries:
-                    break
-                for entry in entries:
-                    unit_id, first = entry.unit.id, entry.slice.start_index
-                    held.index.add(self._docs(entry.messages, analysis, unit_id, unit_id, first))
-                    held.loaded = entry.seq
-        return held
+            ]
+            return entries[-1].seq, docs
+
+        return self.replicas.current(
+            namespace,
+            state,
+            lambda after, through: self._recall_rows().recall_rows(namespace, after, through),
+            rollings,
+            embedder=analysis.embedder_name,
+        )
 
     def _docs(
         self,
         messages: Sequence[Message],
         analysis: RecallAnalysis,
         unit_id: str | None,
-        unit: Hashable,
         first: int,
     ) -> list[Doc]:
         try:
@@ -291,7 +279,7 @@ class RecallEngine:
             log.warning("messages recalled by words only: %s", exc)
             rows = self._words_only.rows(messages)
         return [
-            Doc((unit_id, first + i), unit, first + i, words.split(), speaker, m.timestamp, vector)
+            Doc(unit_id, first + i, words.split(), speaker, m.timestamp, vector)
             for i, (m, (speaker, words, vector)) in enumerate(zip(messages, rows, strict=True))
         ]
 
@@ -305,7 +293,7 @@ class RecallEngine:
     ) -> RecallResult:
         found: list[RecalledMessage] = []
         slices: dict[tuple[str, str], RecalledSlice] = {}
-        places = [cast(tuple[str | None, int], hit.key) for hit in hits]
+        places = [hit.place for hit in hits]
         wanted: dict[str, list[int]] = {}
         for unit_id, position in places:
             if unit_id is not None:
@@ -331,6 +319,14 @@ class RecallEngine:
                         (unit_id, memory_slice.id), RecalledSlice(unit_id, memory_slice)
                     )
         return RecallResult(query, found, list(slices.values()), bounds)
+
+
+def _named_speaker(query: str, speakers: Sequence[str], window: Sequence[Doc]) -> str | None:
+    """The one participant `query` names as a word, or None (none, or several)."""
+    words = set(re.findall(r"[^\W_]+", query.lower()))
+    known = dict.fromkeys([*speakers, *(d.speaker.lower() for d in window if d.speaker)])
+    named = [s for s in known if s in words]
+    return named[0] if len(named) == 1 else None
 
 
 def _runs(positions: list[int]) -> list[list[int]]:

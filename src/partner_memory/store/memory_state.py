@@ -31,7 +31,7 @@ from partner_memory.model import (
 from partner_memory.store.capabilities import RecallRow, StoredKey, TopicSlice
 from partner_memory.store.dialect import Capability
 from partner_memory.store.refusals import already_stored, refuse_repeated_ids
-from partner_memory.store.rows import message_params
+from partner_memory.store.rows import first_generation, message_params
 from partner_memory.store.staged import StoredRecord
 
 
@@ -148,7 +148,7 @@ class NamespaceState:
     records: dict[tuple[str, str], StoredRecord] = field(default_factory=dict)
     activation: Activation | None = None
     recall: dict[tuple[str, int], RecallRow] = field(default_factory=dict)
-    recall_generation: int = 0
+    recall_generation: int = field(default_factory=first_generation)
     recall_embedder: str | None = None
     topics: dict[tuple[str, str, str], TopicSlice] = field(default_factory=dict)
     #: Units copied in this write (the others are shared with the last committed state).

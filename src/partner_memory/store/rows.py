@@ -3,6 +3,7 @@ columns the SQL tables (and `NamespaceDump`) hold."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,3 +36,9 @@ def message_params(message: Message) -> tuple[Any, ...]:
     JSON text, None when empty)."""
     metadata = dump_metadata(message.metadata) if message.metadata else None
     return (message.id, message.role, message.content, message.timestamp, metadata)
+
+
+def first_generation() -> int:
+    """A new namespace's recall generation: random, so an index built for a namespace of
+    the same name that was forgotten (or a database replaced) is never taken for its."""
+    return secrets.randbits(52) + 1

@@ -22,7 +22,12 @@ from partner_memory.model import (
 from partner_memory.store.base import UnitWrite
 from partner_memory.store.glob import glob_regex
 from partner_memory.store.refusals import unit_changed
-from partner_memory.store.rows import message_from_row, slice_from_row, unit_from_row
+from partner_memory.store.rows import (
+    first_generation,
+    message_from_row,
+    slice_from_row,
+    unit_from_row,
+)
 from partner_memory.store.schema import MIGRATIONS, SCHEMA_TABLE, migration_steps
 from partner_memory.store.sql_base import MESSAGE_COLUMNS, SLICE_COLUMNS, Cursor
 from partner_memory.store.sql_context import ContextSql
@@ -135,9 +140,9 @@ class SqlStore(WindowSql, ContextSql, LogSql, RecallSql, TopicSql, KeySql, Forge
     def _insert_namespace(self, cur: Cursor, namespace: str, session_id: str) -> None:
         self._run(
             cur,
-            "INSERT INTO namespaces (name, memory_session_id) VALUES (?, ?)"
+            "INSERT INTO namespaces (name, memory_session_id, recall_generation) VALUES (?, ?, ?)"
             " ON CONFLICT (name) DO NOTHING",
-            (namespace, session_id),
+            (namespace, session_id, first_generation()),
         )
 
     def _set_session(self, cur: Cursor, namespace_id: int, session_id: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.store.capabilities import NamespaceDump
+from partner_memory.store.rows import first_generation
 from partner_memory.store.sql_base import (
     Cursor,
     SqlBase,
@@ -98,13 +99,14 @@ class DumpSql(SqlBase):
                 self._run(
                     cur,
                     "INSERT INTO namespaces (name, memory_session_id, rolling_seq, unit_count,"
-                    " slice_count) VALUES (?, ?, ?, ?, ?) RETURNING id",
+                    " slice_count, recall_generation) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
                     (
                         dump.name,
                         dump.memory_session_id,
                         dump.rolling_seq,
                         len(dump.units),
                         len(dump.slices),
+                        first_generation(),
                     ),
                 ).fetchone()[0]
             )

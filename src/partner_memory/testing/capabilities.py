@@ -109,14 +109,15 @@ class RecallContract:
         store.ensure_namespace("ns", "s")
         said = [Message("user", "Kyoto in April", timestamp=5), Message("assistant", "Book")]
         _rolled(store, "ns", said)
-        assert store.recall_state("ns", "recall") == (0, 0, 1, None)
+        born = store.recall_state("ns", "recall").generation
+        assert store.recall_state("ns", "recall") == (born, 0, 1, None)
 
         def index(entry: LogEntry) -> Sequence[Staged]:
             rows = [(m.role, m.content.lower(), b"\x01\x02") for m in entry.messages]
             return [IndexedMessages(rows, "model-a")]
 
         _follow(store, "recall", "ns", index)
-        assert store.recall_state("ns", "recall") == (0, 1, 1, "model-a")
+        assert store.recall_state("ns", "recall") == (born, 1, 1, "model-a")
         rows = store.recall_rows("ns", 0, 1)
         assert [(r.unit_id, r.position, r.seq, r.speaker, r.timestamp) for r in rows] == [
             ("s", 0, 1, "user", 5),
@@ -138,7 +139,7 @@ class RecallContract:
         assert late.vector is None
         assert store.reindex_recall("ns", "recall", WordsOnly()) == 3
         generation, indexed, head, embedder = store.recall_state("ns", "recall")
-        assert (generation, indexed, head, embedder) == (1, 2, 2, "words")
+        assert (generation, indexed, head, embedder) == (born + 1, 2, 2, "words")
         rebuilt = store.recall_rows("ns", -1, 2)
         assert [(r.seq, r.terms) for r in rebuilt] == [
             (0, "kyoto in april"),

@@ -1,0 +1,212 @@
+"""This host's copies of the namespaces' recall indexes, each brought up to the database.
+
+A namespace's index is derived data: a directory under the home (one per
+namespace, named by a hash of it), following the rows the "recall" consumer
+writes and the rolling log, like any follower. Before a search the index is
+compared with the database (`RecallState`); if it is behind, the rows and
+rollings it lacks are added, under a lock that threads share and an `flock`
+that processes share, so any number of processes on a host keep one copy
+and never search a stale one. A generation it was not built for (a forget,
+a reindex, a namespace made again) or a position the database has not
+reached (a restored backup) means a rebuild.
+
+Where the home is: `RecallIndexSettings.directory`, else beside a SQLite
+file (`<file>-recall/`), else under the user's cache directory for a
+PostgreSQL server (one per server and database), else in memory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from partner_memory.errors import ConfigurationError
+from partner_memory.recall.searcher import Doc
+from partner_memory.recall.tantivy_index import INDEX_FORMAT, IndexState, TantivyIndex
+from partner_memory.store.capabilities import RecallRow, RecallState
+
+log = logging.getLogger(__name__)
+
+#: Indexes a process keeps open (opening one again costs milliseconds).
+OPEN_INDEXES = 256
+#: Rollings read from the log per step when the index is ahead of the rows.
+LOG_STEP = 100
+#: The setting that keeps every index in memory (nothing on disk).
+IN_MEMORY = "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class RecallIndexSettings:
+    """Where this host keeps the recall indexes (`PARTNER_MEMORY_RECALL_INDEX`): a
+    directory, or "memory"; unset, next to the database."""
+
+    directory: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RecallIndexSettings:
+        env = os.environ if environ is None else environ
+        return cls(env.get("PARTNER_MEMORY_RECALL_INDEX") or None)
+
+    def home(self, store_url: str) -> Path | None:
+        """The directory for a store's indexes (None: in memory)."""
+        if self.directory == IN_MEMORY:
+            return None
+        if self.directory:
+            return Path(self.directory).expanduser()
+        if store_url.startswith("memory://"):
+            return None
+        if "://" in store_url:  # a server: one directory per server and database
+            cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+            name = hashlib.sha256(store_url.encode()).hexdigest()[:16]
+            return Path(cache) / "partner-memory" / "recall" / name
+        path = Path(store_url)
+        return path.with_name(path.name + "-recall")
+
+
+#: What the engine hands the replicas to fill an index: the rows after a position up to
+#: another, and the log's rollings after a position, as documents.
+RowsReader = Callable[[int, int], Sequence[RecallRow]]
+LogReader = Callable[[int], tuple[int, Sequence[Doc]] | None]
+
+
+class IndexReplicas:
+    """The open indexes of one store, least recently searched closed first."""
+
+    def __init__(
+        self, home: Path | None, *, required: bool = True, capacity: int = OPEN_INDEXES
+    ) -> None:
+        """`required`: a home that cannot be made is an error (it was asked for); else
+        the indexes are kept in memory, with a warning (a read-only disk, say)."""
+        self._capacity = capacity
+        self._open: OrderedDict[str, TantivyIndex] = OrderedDict()
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        if home is not None:
+            try:
+                home.mkdir(parents=True, exist_ok=True)
+                probe = home / ".writable"
+                probe.touch()
+                probe.unlink()
+            except OSError as exc:
+                reason = f"cannot keep recall indexes in {home}: {exc.strerror or exc}"
+                if required:
+                    raise ConfigurationError(
+                        f"{reason} (set PARTNER_MEMORY_RECALL_INDEX to a writable directory,"
+                        " or 'memory')"
+                    ) from exc
+                log.warning("%s; keeping them in memory (PARTNER_MEMORY_RECALL_INDEX)", reason)
+                home = None
+        self.home = home
+
+    def _directory(self, namespace: str) -> Path | None:
+        if self.home is None:
+            return None
+        name = hashlib.sha256(namespace.encode()).hexdigest()[:32]
+        return self.home / f"v{INDEX_FORMAT}" / name
+
+    def index(self, namespace: str) -> TantivyIndex:
+        """The namespace's index as of its last commit."""
+        directory = self._directory(namespace)
+        with self._lock:
+            held = self._open.get(namespace)
+            if held is not None and (directory is None or directory.exists()):
+                self._open.move_to_end(namespace)
+                return held
+            self._open.pop(namespace, None)  # purged by another process: opened again
+        opened = TantivyIndex(directory)
+        with self._lock:
+            held = self._open.setdefault(namespace, opened)
+            self._open.move_to_end(namespace)
+            while len(self._open) > self._capacity:
+                self._open.popitem(last=False)
+        return held
+
+    def current(
+        self,
+        namespace: str,
+        state: RecallState,
+        rows: RowsReader,
+        rollings: LogReader,
+        *,
+        embedder: str | None,
+    ) -> TantivyIndex:
+        """The namespace's index holding every rolling up to `state.head`."""
+        index = self.index(namespace)
+        if _up_to(index.refresh(), state):
+            return index
+        with self._writing(namespace):
+            held = index.refresh()  # another thread or process may have done it
+            if _up_to(held, state):
+                return index
+            if held.generation != state.generation or held.loaded > state.head:
+                index.add([], loaded=-1, generation=state.generation, clear=True)
+            if index.state.loaded < state.indexed:
+                docs = [
+                    Doc(r.unit_id, r.position, r.terms.split(), r.speaker, r.timestamp, r.vector)
+                    for r in rows(index.state.loaded, state.indexed)
+                ]
+                index.add(docs, loaded=state.indexed, embedder=state.embedder)
+            while index.state.loaded < state.head:  # rollings the indexer has not reached
+                step = rollings(index.state.loaded)
+                if step is None:
+                    break
+                seq, more = step
+                index.add(more, loaded=seq, embedder=index.state.embedder or embedder)
+        return index
+
+    @contextmanager
+    def _writing(self, namespace: str) -> Iterator[None]:
+        with self._lock:
+            lock = self._locks.setdefault(namespace, threading.Lock())
+        with lock:
+            directory = self._directory(namespace)
+            if directory is None:
+                yield
+                return
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            with open(directory.with_suffix(".lock"), "a+b") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def drop(self, namespace: str) -> None:
+        """Remove the namespace's index from this host (rebuilt when next searched)."""
+        with self._writing(namespace):
+            with self._lock:
+                self._open.pop(namespace, None)
+            directory = self._directory(namespace)
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+
+    def purge(self) -> None:
+        """Every index of this host emptied of what was forgotten: each is rebuilt from
+        the database on its next search, and the files of the old one are deleted."""
+        if self.home is None:
+            with self._lock:
+                self._open.clear()
+            return
+        with self._lock:
+            names = list(self._open)
+        for namespace in names:
+            self.drop(namespace)
+        for layout in self.home.iterdir():  # indexes no process of ours has opened
+            for entry in layout.iterdir() if layout.is_dir() else ():
+                if entry.is_dir():
+                    with open(entry.with_suffix(".lock"), "a+b") as handle:
+                        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                        shutil.rmtree(entry, ignore_errors=True)
+
+
+def _up_to(held: IndexState, state: RecallState) -> bool:
+    return held.generation == state.generation and held.loaded == state.head

@@ -1,0 +1,89 @@
+"""What recall asks of a search engine: one namespace's messages, searched by words.
+
+`RecallEngine` keeps the rules (which analysis, which dates, which topic, the
+window) and hands the engine `Doc`s to keep and a `Search` to answer; the
+engine returns `Hit`s naming messages by (unit id, position). The window's
+messages (not rolled yet) are never stored: a search is given them and
+scores them as if they were indexed, under the unit id None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: A message's place: (unit id, position); the window's messages have unit id None.
+Place = tuple[str | None, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    """One message as the index sees it."""
+
+    unit: str | None
+    position: int
+    terms: Sequence[str]
+    speaker: str | None = None
+    timestamp: int | None = None
+    #: Its meaning as signed bytes (`recall.embed.pack`), if an embedder made one.
+    vector: bytes | None = None
+
+    @property
+    def place(self) -> Place:
+        return (self.unit, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    place: Place
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    """One question to the engine. Only messages that share a term with `terms` (or
+    sit beside one) are found, unless `fill` asks for the rest of [since, until) in
+    time order ("what happened yesterday")."""
+
+    terms: Sequence[str]
+    k: int = 10
+    #: The participant the question names: that participant's messages count more.
+    speaker: str | None = None
+    #: Only messages said in [since, until).
+    since: int | None = None
+    until: int | None = None
+    #: Messages said in this range count more (a preference, not a filter).
+    prefer: tuple[int | None, int | None] | None = None
+    #: The question's meaning, from the embedder that made the messages' vectors.
+    vector: np.ndarray | None = None
+    fill: bool = False
+    #: Only messages of these (unit id, start, end) ranges (a topic's slices).
+    within: Sequence[tuple[str, int, int]] | None = None
+    #: The window's messages, searched with the stored ones.
+    window: Sequence[Doc] = field(default=())
+
+    @property
+    def bounded(self) -> bool:
+        return self.since is not None or self.until is not None
+
+
+class Searcher(Protocol):
+    """One namespace's index, as of its last update."""
+
+    @property
+    def newest(self) -> int | None:
+        """The time of the newest stored message (None: none has one)."""
+        ...
+
+    @property
+    def speakers(self) -> list[str]:
+        """The participants of the stored messages, lower-cased."""
+        ...
+
+    def search(self, search: Search) -> list[Hit]:
+        """The `search.k` best messages, best first."""
+        ...

@@ -198,3 +198,41 @@ def test_given_bounds_win_and_dates_can_be_off(store: MemoryStore) -> None:
         assert found.date_range is not None
         assert (found.date_range.cue, found.date_range.mode) == (None, "only")
         assert [h.message.content for h in found.hits] == ["Bread again, with olives"]
+
+
+@pytest.mark.parametrize(
+    ("text", "pointed"),
+    [
+        ("I went to the support group yesterday", ["7 May 2023"]),
+        ("We met two days ago, and the day before yesterday too", ["6 May 2023"]),
+        ("3 days ago I ran", ["5 May 2023"]),
+        ("last week was busy, last month too", ["May 2023", "April 2023"]),
+        ("a year ago, last year", ["2022"]),
+        ("我们昨天去了北京，上个月去了上海", ["7 May 2023", "April 2023"]),
+        ("Nothing relative here, nor in May", []),
+    ],
+)
+def test_a_message_points_to_the_dates_it_names(text: str, pointed: list[str]) -> None:
+    from partner_memory.recall.said_dates import pointed_dates
+
+    assert pointed_dates(text, _ms("2023-05-08 10:00")) == pointed
+    assert pointed_dates(text, None) == []
+
+
+def test_a_message_is_found_under_the_day_it_points_to(store: MemoryStore) -> None:
+    """Said on 8 May: "yesterday" is the 7th, so a question about the 7th prefers it."""
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        at = _ms("2023-05-08 18:00")
+        memory.record_messages(
+            [
+                Message("user", "I went to the support group today", timestamp=at),
+                Message("assistant", "Good to know", timestamp=at + 1000),
+                Message("user", "I went to the support group yesterday", timestamp=at + 2000),
+            ]
+        )
+        memory.roll_now()
+        memory.wait()
+        found = _texts(memory, "the support group on 7 May 2023", dates=False)
+        assert found[0] == "I went to the support group yesterday"
+        found = _texts(memory, "the support group on 8 May 2023", dates=False)
+        assert found[0] == "I went to the support group today"

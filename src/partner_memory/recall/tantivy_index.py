@@ -13,7 +13,8 @@ rescored by meaning: each message keeps its vector mixed with its neighbours'
 (half weight again), compared with the question's; and the messages nearest
 the question by their own vector that mean it more than any its words found
 join them (a paraphrase shares no word). These parameters reproduce the
-scorer this index replaced, category by category, on LoCoMo dev (79.4 % at 10).
+scorer this index replaced, category by category, on LoCoMo dev (79.4 % at
+10; 79.6 with the dates messages point to, `recall.said_dates`).
 
 The index's own state (what it holds, up to which rolling, of which
 generation) is a document in it, so it commits with the messages it speaks

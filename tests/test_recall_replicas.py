@@ -267,3 +267,11 @@ def test_an_unwritable_default_home_keeps_the_indexes_in_memory(
     assert "keeping them in memory" in caplog.text
     with pytest.raises(ConfigurationError, match="cannot keep recall indexes"):
         IndexReplicas(blocked / "indexes")
+
+
+def test_forgetting_what_this_host_never_searched_leaves_no_file(tmp_path: Path) -> None:
+    database = str(tmp_path / "m.db")
+    with _service(database, tmp_path / "indexes") as service:
+        _remember(service, "ns", "The kyoto trip")
+        service.forget_namespace("ns")
+    assert list((tmp_path / "indexes").rglob("*")) == []

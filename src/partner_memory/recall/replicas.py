@@ -182,6 +182,10 @@ class IndexReplicas:
 
     def drop(self, namespace: str) -> None:
         """Remove the namespace's index from this host (rebuilt when next searched)."""
+        directory = self._directory(namespace)
+        with self._lock:
+            if namespace not in self._open and (directory is None or not directory.exists()):
+                return  # never indexed here: nothing to remove (and no lock file to leave)
         with self._writing(namespace):
             with self._lock:
                 self._open.pop(namespace, None)

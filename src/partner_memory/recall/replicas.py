@@ -173,12 +173,8 @@ class IndexReplicas:
                 yield
                 return
             directory.parent.mkdir(parents=True, exist_ok=True)
-            with open(directory.with_suffix(".lock"), "a+b") as handle:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            with _flocked(directory):
+                yield
 
     def drop(self, namespace: str) -> None:
         """Remove the namespace's index from this host (rebuilt when next searched)."""
@@ -189,7 +185,6 @@ class IndexReplicas:
         with self._writing(namespace):
             with self._lock:
                 self._open.pop(namespace, None)
-            directory = self._directory(namespace)
             if directory is not None:
                 shutil.rmtree(directory, ignore_errors=True)
 
@@ -207,9 +202,19 @@ class IndexReplicas:
         for layout in self.home.iterdir():  # indexes no process of ours has opened
             for entry in layout.iterdir() if layout.is_dir() else ():
                 if entry.is_dir():
-                    with open(entry.with_suffix(".lock"), "a+b") as handle:
-                        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                    with _flocked(entry):
                         shutil.rmtree(entry, ignore_errors=True)
+
+
+@contextmanager
+def _flocked(directory: Path) -> Iterator[None]:
+    """The lock processes share on an index directory (its `.lock` file beside it)."""
+    with open(directory.with_suffix(".lock"), "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _up_to(held: IndexState, state: RecallState) -> bool:

@@ -126,8 +126,8 @@ class IndexState:
     block_tokens: int = 0
     newest: int | None = None
     speakers: list[str] = field(default_factory=list)
-    #: The file of vector rows (each message's vector mixed with its neighbours'), the
-    #: rows it holds for the index, and their width.
+    #: The file of vector rows (each message's own vector, then mixed with its
+    #: neighbours'), the rows it holds for the index, and the vectors' width.
     vectors: str | None = None
     rows: int = 0
     dimensions: int = 0
@@ -283,10 +283,8 @@ class _VectorRows:
         """The `count` rows nearest `vector` by cosine (best first), and their cosines."""
         import numpy as np
 
-        from partner_memory.recall.embed import unit_rows
-
         normal = self._normalised(state)
-        query = unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+        query = _unit(vector)
         cosine = normal @ query
         count = min(count, len(cosine))
         if count <= 0:
@@ -355,14 +353,14 @@ class _VectorRows:
         import numpy as np
 
         width = 2 * state.dimensions
-        if self._directory is None:
-            return np.frombuffer(bytes(self._memory[: state.rows * width]), dtype=np.int8).reshape(
-                -1, width
-            )
         mapped = self._mapped
-        if mapped is None or self._name != state.vectors or len(mapped) < state.rows:
-            path = self._directory / str(state.vectors)  # the committed rows only
-            mapped = np.memmap(path, dtype=np.int8, mode="r", shape=(state.rows, width))
+        if mapped is None or self._name != state.vectors or len(mapped) != state.rows:
+            if self._directory is None:  # a copy, made again only when rows were added
+                held = bytes(self._memory[: state.rows * width])
+                mapped = np.frombuffer(held, dtype=np.int8).reshape(-1, width)
+            else:
+                path = self._directory / str(state.vectors)  # the committed rows only
+                mapped = np.memmap(path, dtype=np.int8, mode="r", shape=(state.rows, width))
             self._mapped, self._name = mapped, state.vectors
         return mapped
 
@@ -437,14 +435,7 @@ class TantivyIndex:
                 raise ValueError("a stored message needs its unit id")
             by_unit.setdefault(doc.unit, []).append(doc)
         large = len(docs) > 10_000
-        with self._blocks.writing(clear=clear, large=large) as writer:
-            blocks = None if clear else self._blocks.index.searcher()
-            tokens = 0 if clear else int(self._blocks.state().get("tokens", 0))
-            for unit, new in by_unit.items():
-                for block in sorted({d.position // BLOCK for d in new}):
-                    added = [d for d in new if d.position // BLOCK == block]
-                    tokens += self._add_block(writer, blocks, unit, block, added)
-            self._blocks.put_state(writer, {"tokens": tokens})
+        tokens = self._add_blocks(by_unit, clear=clear, large=large)
         if clear:
             state.vectors = None  # a new file: readers of the old one keep theirs
         with self._messages.writing(clear=clear, large=large) as writer:
@@ -470,6 +461,20 @@ class TantivyIndex:
         self._state = state
         if clear:
             self._vectors.drop_old(state)
+
+    def _add_blocks(self, by_unit: dict[str, list[Doc]], *, clear: bool, large: bool) -> int:
+        """Put the messages in their blocks and commit; returns the blocks' terms."""
+        with self._blocks.writing(clear=clear, large=large) as writer:
+            blocks = None if clear else self._blocks.index.searcher()
+            tokens = 0 if clear else int(self._blocks.state().get("tokens", 0))
+            for unit, new in by_unit.items():
+                by_block: dict[int, list[Doc]] = {}
+                for doc in new:
+                    by_block.setdefault(doc.position // BLOCK, []).append(doc)
+                for block, added in sorted(by_block.items()):
+                    tokens += self._add_block(writer, blocks, unit, block, added)
+            self._blocks.put_state(writer, {"tokens": tokens})
+        return tokens
 
     def _add_unit(
         self,
@@ -648,27 +653,17 @@ class TantivyIndex:
             clauses.append((must, tantivy.Query.boolean_query(ranges) if ranges else _nothing()))
         return clauses
 
+    def _filtered(self, search: Search, query: tantivy.Query) -> tantivy.Query:
+        """`query` among the messages the search's bounds admit (the bounds score 0)."""
+        filters = [(o, tantivy.Query.const_score_query(q, 0.0)) for o, q in self._filters(search)]
+        return tantivy.Query.boolean_query([*filters, (tantivy.Occur.Must, query)])
+
     def _candidates(self, searcher: tantivy.Searcher, words: list[str], search: Search) -> _Pool:
         found = []
         if self._state.messages:
-            filters = [
-                (o, tantivy.Query.const_score_query(q, 0.0)) for o, q in self._filters(search)
-            ]
-            query = tantivy.Query.boolean_query(
-                [*filters, (tantivy.Occur.Must, _any_of(SCHEMA, words))]
-            )
+            query = self._filtered(search, _any_of(SCHEMA, words))
             found = searcher.search(query, max(POOL, search.k), count=False).hits
-        addresses = [a for _, a in found]
-        return _Pool.of(
-            score=[score for score, _ in found],
-            block=searcher.fast_field_values("blockid", addresses) if found else [],
-            time=searcher.fast_field_values("time", addresses) if found else [],
-            speaker=searcher.fast_field_values("speaker", addresses) if found else [],
-            vecno=searcher.fast_field_values("vecno", addresses) if found else [],
-            address=addresses,
-            place=[None] * len(found),
-            near=[None] * len(found),
-        )
+        return _stored_pool(searcher, [a for _, a in found], [score for score, _ in found])
 
     def _by_meaning(self, searcher: tantivy.Searcher, search: Search, pool: _Pool) -> _Pool:
         """The messages nearest the question's meaning that its words did not find, and
@@ -688,28 +683,16 @@ class TantivyIndex:
             wanted = [int(r) for r, c in zip(rows, cosine, strict=True) if c > floor]
             wanted = [r for r in wanted if r not in have]
             if wanted:  # the rows of messages still in the index (a rewritten one's are not)
-                filters = [
-                    (o, tantivy.Query.const_score_query(q, 0.0)) for o, q in self._filters(search)
-                ]
                 rows_of = tantivy.Query.term_set_query(SCHEMA, "vecno", wanted)
-                query = tantivy.Query.boolean_query([*filters, (tantivy.Occur.Must, rows_of)])
-                found = searcher.search(query, len(wanted), count=False).hits
+                found = searcher.search(
+                    self._filtered(search, rows_of), len(wanted), count=False
+                ).hits
         addresses = [a for _, a in found]
         vecno = searcher.fast_field_values("vecno", addresses) if found else []
         rank = {r: i for i, r in enumerate(wanted)}
         order = sorted(range(len(found)), key=lambda i: rank.get(int(vecno[i] or 0), 0))
-        order = order[:MEANING_CANDIDATES]
-        addresses = [addresses[i] for i in order]
-        stored = _Pool.of(
-            score=[0.0] * len(addresses),
-            block=searcher.fast_field_values("blockid", addresses) if addresses else [],
-            time=searcher.fast_field_values("time", addresses) if addresses else [],
-            speaker=searcher.fast_field_values("speaker", addresses) if addresses else [],
-            vecno=[vecno[i] for i in order],
-            address=addresses,
-            place=[None] * len(addresses),
-            near=[None] * len(addresses),
-        )
+        chosen = [addresses[i] for i in order[:MEANING_CANDIDATES]]
+        stored = _stored_pool(searcher, chosen, [0.0] * len(chosen))
         have_places = {p for p in pool.place if p}
         return stored + _window_by_meaning(search, have_places, vector, floor)
 
@@ -735,7 +718,7 @@ class TantivyIndex:
             own = window.get(place[1]) if place is not None else None
             if own is not None and len(own) == width:
                 rows[i] = np.frombuffer(own, dtype=np.int8)
-        query = unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+        query = _unit(vector)
         return max(0.0, float((unit_rows(rows) @ query).max()))
 
     def _block_scores(self, words: list[str], blocks: np.ndarray) -> dict[int, float]:
@@ -823,7 +806,7 @@ class TantivyIndex:
                 found = True
         if not found:
             return None
-        query = unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+        query = _unit(vector)
         result: np.ndarray = unit_rows(matrix) @ query
         return result
 
@@ -850,7 +833,7 @@ class TantivyIndex:
             timed += [
                 (d.timestamp, len(found) + i, (None, d.position))
                 for i, d in enumerate(search.window)
-                if d.timestamp is not None and _inside(d.timestamp, search.since, search.until)
+                if d.timestamp is not None and _admits(search, d.timestamp)
             ]
         timed.sort()
         return [Hit(place, 0.0) for _, _, place in timed if place not in have][:want]
@@ -862,6 +845,24 @@ _WINDOW_BLOCK = 0
 
 def _place(stored: tantivy.Document) -> Place:
     return (str(stored.get_first("unit")), int(stored.get_first("pos") or 0))
+
+
+def _stored_pool(searcher: tantivy.Searcher, addresses: list[Any], score: list[float]) -> _Pool:
+    """Stored candidates, with what ranking reads of them (their fast fields)."""
+
+    def column(name: str) -> list[float | None]:
+        return searcher.fast_field_values(name, addresses) if addresses else []
+
+    return _Pool.of(
+        score=score,
+        block=column("blockid"),
+        time=column("time"),
+        speaker=column("speaker"),
+        vecno=column("vecno"),
+        address=addresses,
+        place=[None] * len(addresses),
+        near=[None] * len(addresses),
+    )
 
 
 def _column(values: Sequence[float | None], missing: int, dtype: str | None = None) -> np.ndarray:
@@ -938,6 +939,23 @@ def _nothing() -> tantivy.Query:
     return tantivy.Query.empty_query()
 
 
+def _unit(vector: np.ndarray) -> np.ndarray:
+    """The question's vector at length 1, as the rows it is compared with."""
+    import numpy as np
+
+    from partner_memory.recall.embed import unit_rows
+
+    result: np.ndarray = unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+    return result
+
+
+def _admits(search: Search, timestamp: int | None) -> bool:
+    """Whether a message said at `timestamp` is within the search's bounds (if any)."""
+    if not search.bounded:
+        return True
+    return timestamp is not None and _inside(timestamp, search.since, search.until)
+
+
 def _inside(time: int, since: int | None, until: int | None) -> bool:
     return (since is None or time >= since) and (until is None or time < until)
 
@@ -976,9 +994,7 @@ def _window_candidates(
     place: list[Place | None] = []
     near: list[bytes | None] = []
     for i, (doc, text) in enumerate(zip(docs, texts, strict=True)):
-        if search.bounded and (
-            doc.timestamp is None or not _inside(doc.timestamp, search.since, search.until)
-        ):
+        if not _admits(search, doc.timestamp):
             continue
         value = sum(
             _bm25(text.count(w), len(text), average, documents, df[w]) for w in words if w in text
@@ -1019,9 +1035,7 @@ def _window_by_meaning(
     for i, doc in enumerate(docs):
         if (None, doc.position) in found or doc.vector is None or len(doc.vector) != width:
             continue
-        if search.bounded and (
-            doc.timestamp is None or not _inside(doc.timestamp, search.since, search.until)
-        ):
+        if not _admits(search, doc.timestamp):
             continue
         chosen.append((i, doc.vector))  # alone, as the stored ones are compared
     if not chosen:
@@ -1029,7 +1043,7 @@ def _window_by_meaning(
     matrix = unit_rows(
         np.stack([np.frombuffer(n, dtype=np.int8) for _, n in chosen]).astype(np.float32)
     )
-    query = unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+    query = _unit(vector)
     cosine = matrix @ query
     nearest = [j for j in np.argsort(-cosine, kind="stable") if cosine[j] > floor]
     picked = [chosen[int(j)] for j in nearest[:MEANING_CANDIDATES]]

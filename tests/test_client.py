@@ -51,6 +51,21 @@ def _talk(memory: Any) -> None:
     assert memory.roll_now()
 
 
+def test_recall_keeps_to_a_role_a_speaker_and_metadata(memory: Any) -> None:
+    memory.record_turn("Book the ferry", "Ferry booked for nine", source="USER: Mei")
+    memory.record_turn("Is the ferry late?", "The ferry is on time", metadata={"channel": "sms"})
+    assert memory.roll_now()
+
+    def said(**where: Any) -> list[str]:
+        return sorted(h.message.text for h in memory.recall("ferry", k=10, **where).hits)
+
+    assert said(role="assistant") == ["Ferry booked for nine", "The ferry is on time"]
+    assert said(speaker="mei") == ["Book the ferry"]
+    assert said(role="user", metadata={"channel": "sms"}) == ["Is the ferry late?"]
+    with pytest.raises(InvalidInputError, match="role"):
+        memory.recall("ferry", role="robot")
+
+
 def test_the_readme_example_finds_the_trip_on_a_fresh_namespace(memory: Any) -> None:
     """Nothing rolled yet; one question says "Kyoto", the other only means it."""
     memory.record_turn("I'm off to Kyoto in April.", "Book early!")

@@ -51,6 +51,9 @@ async def _remember_recall_forget(client: Client) -> None:
         turn = {"user_input": said, "assistant_output": answer}
         assert len(_structured(await client.call_tool("remember_turn", turn))["message_ids"]) == 2
     found = _structured(await client.call_tool("recall", {"query": "cat name"}))
+    answers = _structured(await client.call_tool("recall", {"query": "cat", "role": "assistant"}))
+    assert answers["hits"]
+    assert {h["message"]["role"] for h in answers["hits"]} == {"assistant"}
     luna = found["hits"][0]["message"]
     assert "Luna" in luna["content"]
     forgot = await client.call_tool("forget_messages", {"message_ids": [luna["id"]]})

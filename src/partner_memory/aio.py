@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -154,6 +154,10 @@ class AsyncPartnerMemory(_Closing):
         until: int | None = None,
         dates: bool = True,
         topic: str | None = None,
+        role: str | None = None,
+        speaker: str | None = None,
+        unit: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
         activate: bool = True,
     ) -> RecallResult:
         return await asyncio.to_thread(
@@ -164,6 +168,10 @@ class AsyncPartnerMemory(_Closing):
             until=until,
             dates=dates,
             topic=topic,
+            role=role,
+            speaker=speaker,
+            unit=unit,
+            metadata=metadata,
             activate=activate,
         )
 

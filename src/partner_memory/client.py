@@ -11,7 +11,7 @@ two classes only differ in how they send them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -142,9 +142,15 @@ class _Requests:
         until: int | None,
         dates: bool,
         topic: str | None,
+        role: str | None,
+        speaker: str | None,
+        unit: str | None,
+        metadata: Mapping[str, Any] | None,
     ) -> _Call:
         body = {"query": query, "k": k, "since": since, "until": until, "dates": dates}
-        return _Call("POST", f"{self.prefix}/recall", body | {"topic": topic})
+        kept = {"topic": topic, "role": role, "speaker": speaker, "unit": unit}
+        extra = {} if metadata is None else {"metadata": dict(metadata)}
+        return _Call("POST", f"{self.prefix}/recall", body | kept | extra)
 
     def forget_messages(self, message_ids: Sequence[str]) -> _Call:
         return _Call("POST", f"{self.prefix}/forget/messages", {"message_ids": list(message_ids)})
@@ -239,8 +245,23 @@ class MemoryClient:
         until: int | None = None,
         dates: bool = True,
         topic: str | None = None,
+        role: str | None = None,
+        speaker: str | None = None,
+        unit: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> RecallResult:
-        call = self._requests.recall(query, k=k, since=since, until=until, dates=dates, topic=topic)
+        call = self._requests.recall(
+            query,
+            k=k,
+            since=since,
+            until=until,
+            dates=dates,
+            topic=topic,
+            role=role,
+            speaker=speaker,
+            unit=unit,
+            metadata=metadata,
+        )
         return RecallResult.from_dict(self._json(call))
 
     def forget_messages(self, message_ids: Sequence[str]) -> int:
@@ -339,8 +360,23 @@ class AsyncMemoryClient:
         until: int | None = None,
         dates: bool = True,
         topic: str | None = None,
+        role: str | None = None,
+        speaker: str | None = None,
+        unit: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> RecallResult:
-        call = self._requests.recall(query, k=k, since=since, until=until, dates=dates, topic=topic)
+        call = self._requests.recall(
+            query,
+            k=k,
+            since=since,
+            until=until,
+            dates=dates,
+            topic=topic,
+            role=role,
+            speaker=speaker,
+            unit=unit,
+            metadata=metadata,
+        )
         return RecallResult.from_dict(await self._json(call))
 
     async def forget_messages(self, message_ids: Sequence[str]) -> int:

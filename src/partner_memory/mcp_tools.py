@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -81,12 +81,33 @@ def build_server(target: Target) -> MCPServer:
         description="Search the long-term memory for what was said before, by words, meaning"
         " and dates ('what did we decide about the trip', 'what happened yesterday'). Returns"
         " the best matching original messages with their dates, and the summaries of the"
-        " conversations that hold them. Use topic (like 'travel->japan') to keep to a topic."
+        " conversations that hold them. Use topic (like 'travel->japan') to keep to a topic;"
+        " role ('user', 'assistant'), speaker (a participant's name), unit (a memory"
+        " session's id) and metadata (key/value pairs the messages carry) to keep to those."
     )
     @_told
-    def recall(query: str, ctx: Context, k: int = 10, topic: str | None = None) -> dict[str, Any]:
+    def recall(
+        query: str,
+        ctx: Context,
+        *,
+        k: int = 10,
+        topic: str | None = None,
+        role: Literal["user", "assistant", "system"] | None = None,
+        speaker: str | None = None,
+        unit: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         memory = target(ctx, "read")
-        found = memory.recall(query, k=k, topic=topic, activate=False)
+        found = memory.recall(
+            query,
+            k=k,
+            topic=topic,
+            role=role,
+            speaker=speaker,
+            unit=unit,
+            metadata=metadata,
+            activate=False,
+        )
         return recall_document(memory.namespace, found)
 
     @server.tool(

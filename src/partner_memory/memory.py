@@ -10,7 +10,7 @@ context; close when done.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
@@ -22,6 +22,7 @@ from partner_memory.core import MemoryCore
 from partner_memory.model import Message, RollingTotals, WindowMessage, check_limit
 from partner_memory.namespace_context import NamespaceContext
 from partner_memory.recall.embed import EmbeddingSettings
+from partner_memory.recall.filters import RecallFilter
 from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.rolling import (
     AfterRolling,
@@ -249,6 +250,10 @@ class PartnerMemory:
         until: int | None = None,
         dates: bool = True,
         topic: str | None = None,
+        role: str | None = None,
+        speaker: str | None = None,
+        unit: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
         activate: bool = True,
     ) -> RecallResult:
         """The `k` messages that best match `query`, best first, stored or still in the
@@ -258,12 +263,22 @@ class PartnerMemory:
         newest message, is preferred - or kept to, when the query asks for nothing
         else ("what happened yesterday"). `topic` ("travel->japan", with an LLM
         configured) keeps to the slices filed under it or below it - under its parent
-        if none are - and names related topics. Everything recorded before the call
+        if none are - and names related topics. `role`, `speaker` (case-insensitive),
+        `unit` and `metadata` (each key equal to its value, compared as JSON) keep to
+        the messages that match all of them. Everything recorded before the call
         is found, in whichever process it was recorded. With `activate`, what was
         found goes into the namespace's context (every process's) as the
         `activated_memory_slices` block."""
+        where = RecallFilter(role, speaker, unit, metadata or {})
         found = self.service.recall.recall(
-            self.namespace, query, k=k, since=since, until=until, dates=dates, topic=topic
+            self.namespace,
+            query,
+            k=k,
+            since=since,
+            until=until,
+            dates=dates,
+            topic=topic,
+            where=where,
         )
         if activate:
             self.context_source.activate(found)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -13,6 +14,7 @@ from partner_memory.cli import render
 from partner_memory.cli.app import Db, Json, Namespace, app, epoch_ms, opened_memory
 from partner_memory.cli.errors import reported
 from partner_memory.documents import recall_document, topics_document
+from partner_memory.errors import InvalidInputError
 from partner_memory.recall.engine import MAX_K
 from partner_memory.recall.results import RecallResult
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
@@ -32,14 +34,40 @@ def recall(
     topic: Annotated[
         str | None, typer.Option(help="Keep to a topic path and below (travel->japan).")
     ] = None,
+    role: Annotated[
+        str | None, typer.Option(help="Keep to messages of this role (user, assistant, system).")
+    ] = None,
+    speaker: Annotated[
+        str | None, typer.Option(help="Keep to what this participant said (any case).")
+    ] = None,
+    unit: Annotated[str | None, typer.Option(help="Keep to this unit's messages.")] = None,
+    metadata: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metadata",
+            metavar="KEY=VALUE",
+            help="Keep to messages whose metadata has KEY equal to VALUE (read as JSON if"
+            " it is, else as text); repeat for several.",
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Find the messages that best match QUERY, and the slices that hold them."""
     with reported():
         bounds = epoch_ms(since, "--since"), epoch_ms(until, "--until")
+        pairs = _metadata_pairs(metadata or [])
         with opened_memory(db, namespace, write=False) as memory:
             found = memory.recall(
-                query, k=k, since=bounds[0], until=bounds[1], dates=dates, topic=topic
+                query,
+                k=k,
+                since=bounds[0],
+                until=bounds[1],
+                dates=dates,
+                topic=topic,
+                role=role,
+                speaker=speaker,
+                unit=unit,
+                metadata=pairs,
             )
         if as_json:
             render.print_json(recall_document(namespace, found))
@@ -47,6 +75,21 @@ def recall(
         render.console.print(_hits_table(found))
         if found.slices:
             render.console.print(render.slices_table([s.slice for s in found.slices]))
+
+
+def _metadata_pairs(given: list[str]) -> dict[str, Any]:
+    """`--metadata KEY=VALUE` flags as a dict: VALUE as JSON when it parses (2, true,
+    "2"), else as the text it is."""
+    pairs: dict[str, Any] = {}
+    for flag in given:
+        key, sep, text = flag.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"--metadata takes KEY=VALUE, got {flag!r}")
+        try:
+            pairs[key] = json.loads(text)
+        except ValueError:
+            pairs[key] = text
+    return pairs
 
 
 def _hits_table(found: RecallResult) -> Table:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from partner_memory.model import MAX_NAMESPACE_LENGTH
 from partner_memory.recall.engine import MAX_K
+from partner_memory.recall.filters import MAX_METADATA_KEYS
 
 #: Messages accepted in one request.
 MAX_MESSAGES = 1000
@@ -57,6 +58,14 @@ class RecallIn(Body):
     until: int | None = Millis
     dates: bool = True
     topic: str | None = Field(default=None, min_length=1, max_length=400)
+    role: Literal["user", "assistant", "system"] | None = None
+    speaker: str | None = Field(default=None, min_length=1, max_length=200)
+    unit: str | None = Field(default=None, min_length=1, max_length=200)
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        max_length=MAX_METADATA_KEYS,
+        description="Only messages whose metadata holds each key with this value (as JSON).",
+    )
 
 
 class ForgetMessagesIn(Body):

@@ -25,7 +25,7 @@ router = APIRouter(responses=ERRORS)
 @router.post("/v1/namespaces/{namespace}/recall", tags=["recall"], response_model=RecallDoc)
 def recall(namespace: Ns, body: RecallIn, access: Served, key: Caller) -> dict[str, Any]:
     """The messages that best match the query, with the slices that hold them (by words,
-    meaning, a date in the query, or a topic)."""
+    meaning, a date in the query, or a topic), kept to a role, speaker, unit or metadata."""
     name = access.allowed(key, namespace, "read")
     found = access.memory(name).recall(
         body.query,
@@ -34,6 +34,10 @@ def recall(namespace: Ns, body: RecallIn, access: Served, key: Caller) -> dict[s
         until=body.until,
         dates=body.dates,
         topic=body.topic,
+        role=body.role,
+        speaker=body.speaker,
+        unit=body.unit,
+        metadata=body.metadata,
         activate=False,
     )
     return recall_document(name, found)

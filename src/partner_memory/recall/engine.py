@@ -29,6 +29,7 @@ from partner_memory.model import TOPIC_SEPARATOR, MemorySlice, Message, check_te
 from partner_memory.recall.analyze import RecallAnalysis, terms
 from partner_memory.recall.dates import find_date_cue
 from partner_memory.recall.embed import embed_bounded
+from partner_memory.recall.filters import RecallFilter, metadata_tags
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.recall.replicas import LOG_STEP, IndexReplicas, RecallIndexSettings
 from partner_memory.recall.results import (
@@ -106,6 +107,7 @@ class RecallEngine:
         until: int | None = None,
         dates: bool = True,
         topic: str | None = None,
+        where: RecallFilter | None = None,
     ) -> RecallResult:
         check_text(query, "query")
         if not query.strip():
@@ -134,22 +136,14 @@ class RecallEngine:
                 until=span[1] if only else None,
                 prefer=None if only or bounds is None else span,
                 vector=None if timed else self._query_vector(query, analysis),
-                fill=only and bounds is not None and bounds.cue is not None and kept is None,
+                # a time asked for alone, or a topic: the rest of it, oldest first
+                fill=kept is not None or (only and bounds is not None and bounds.cue is not None),
                 within=kept,
                 window=docs,
+                where=None if where is None or where.empty else where,
             )
         )
-        if kept is not None and len(hits) < k:  # the topic's other messages, oldest first
-            have = {hit.place for hit in hits}
-            more: list[tuple[str | None, int]] = [
-                (u, p) for u, first, end in kept for p in range(first, end)
-            ]
-            hits += [Hit(place, 0.0) for place in more if place not in have][: k - len(hits)]
         found = self._resolve(namespace, query, hits, window, bounds)
-        if kept is not None and only:  # what the topic added keeps to the time asked for
-            found = replace(
-                found, hits=[h for h in found.hits if h.score or _within(h.message, span)]
-            )
         return replace(found, topic=match)
 
     @staticmethod
@@ -279,7 +273,16 @@ class RecallEngine:
             log.warning("messages recalled by words only: %s", exc)
             rows = self._words_only.rows(messages)
         return [
-            Doc(unit_id, first + i, words.split(), speaker, m.timestamp, vector)
+            Doc(
+                unit_id,
+                first + i,
+                words.split(),
+                speaker,
+                m.timestamp,
+                vector,
+                m.role,
+                metadata_tags(m.metadata),
+            )
             for i, (m, (speaker, words, vector)) in enumerate(zip(messages, rows, strict=True))
         ]
 
@@ -339,12 +342,3 @@ def _runs(positions: list[int]) -> list[list[int]]:
         else:
             runs.append([position])
     return runs
-
-
-def _within(message: Message, span: tuple[int | None, int | None]) -> bool:
-    if message.timestamp is None:
-        return False
-    since, until = span
-    return (since is None or message.timestamp >= since) and (
-        until is None or message.timestamp < until
-    )

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from partner_memory.errors import ConfigurationError
+from partner_memory.model import load_metadata
+from partner_memory.recall.filters import metadata_tags
 from partner_memory.recall.searcher import Doc
 from partner_memory.recall.tantivy_index import INDEX_FORMAT, IndexState, TantivyIndex
 from partner_memory.store.capabilities import RecallRow, RecallState
@@ -150,10 +152,7 @@ class IndexReplicas:
             if held.generation != state.generation or held.loaded > state.head:
                 index.add([], loaded=-1, generation=state.generation, clear=True)
             if index.state.loaded < state.indexed:
-                docs = [
-                    Doc(r.unit_id, r.position, r.terms.split(), r.speaker, r.timestamp, r.vector)
-                    for r in rows(index.state.loaded, state.indexed)
-                ]
+                docs = [_doc(r) for r in rows(index.state.loaded, state.indexed)]
                 index.add(docs, loaded=state.indexed, embedder=state.embedder)
             while index.state.loaded < state.head:  # rollings the indexer has not reached
                 step = rollings(index.state.loaded)
@@ -219,3 +218,17 @@ def _flocked(directory: Path) -> Iterator[None]:
 
 def _up_to(held: IndexState, state: RecallState) -> bool:
     return held.generation == state.generation and held.loaded == state.head
+
+
+def _doc(row: RecallRow) -> Doc:
+    tags = metadata_tags(load_metadata(row.metadata)) if row.metadata else ()
+    return Doc(
+        row.unit_id,
+        row.position,
+        row.terms.split(),
+        row.speaker,
+        row.timestamp,
+        row.vector,
+        row.role,
+        tags,
+    )

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
+    from partner_memory.recall.filters import RecallFilter
+
 #: A message's place: (unit id, position); the window's messages have unit id None.
 Place = tuple[str | None, int]
 
@@ -31,6 +33,9 @@ class Doc:
     timestamp: int | None = None
     #: Its meaning as signed bytes (`recall.embed.pack`), if an embedder made one.
     vector: bytes | None = None
+    role: str | None = None
+    #: Its metadata as filter terms (`recall.filters.metadata_tags`).
+    tags: Sequence[str] = ()
 
     @property
     def place(self) -> Place:
@@ -46,8 +51,8 @@ class Hit:
 @dataclass(frozen=True, slots=True)
 class Search:
     """One question to the engine. Only messages that share a term with `terms` (or
-    sit beside one) are found, unless `fill` asks for the rest of [since, until) in
-    time order ("what happened yesterday")."""
+    sit beside one, or mean it) are found, unless `fill` asks for the rest of
+    [since, until), or of `within`, in time order ("what happened yesterday")."""
 
     terms: Sequence[str]
     k: int = 10
@@ -65,10 +70,25 @@ class Search:
     within: Sequence[tuple[str, int, int]] | None = None
     #: The window's messages, searched with the stored ones.
     window: Sequence[Doc] = field(default=())
+    #: Only messages of this role, speaker, unit and metadata.
+    where: RecallFilter | None = None
+
+    def admits(self, doc: Doc) -> bool:
+        """Whether the bounds and the filter keep `doc` (a window message, or one stored)."""
+        if self.bounded and (doc.timestamp is None or not _inside(doc.timestamp, self)):
+            return False
+        where = self.where
+        return where is None or where.admits(doc.role, doc.speaker, doc.unit, doc.tags)
 
     @property
     def bounded(self) -> bool:
         return self.since is not None or self.until is not None
+
+
+def _inside(time: int, search: Search) -> bool:
+    return (search.since is None or time >= search.since) and (
+        search.until is None or time < search.until
+    )
 
 
 class Searcher(Protocol):

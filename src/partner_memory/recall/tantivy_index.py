@@ -70,7 +70,7 @@ K1, B = 1.2, 0.75
 WRITER_HEAP, REBUILD_HEAP = 15_000_000, 64_000_000
 
 #: The documents' layout: an index of another layout is never opened (it is rebuilt).
-INDEX_FORMAT = 4
+INDEX_FORMAT = 5
 
 _MESSAGE, _BLOCK, _STATE = 0, 1, 2
 _STATE_KEY = "state"
@@ -99,7 +99,9 @@ def _schema(*, blocks: bool) -> tantivy.Schema:
         builder.add_integer_field("last", stored=True)  # the last position it holds
         return builder.build()
     builder.add_text_field("unit", stored=True, tokenizer_name="raw", index_option="basic")
-    builder.add_integer_field("speaker", fast=True)
+    builder.add_integer_field("speaker", indexed=True, fast=True)
+    builder.add_text_field("role", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("tags", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_integer_field("time", stored=True, indexed=True, fast=True)
     builder.add_integer_field("length", stored=True)  # terms in `text`
     builder.add_bytes_field("vec", stored=True)  # its own vector
@@ -530,6 +532,10 @@ class TantivyIndex:
                 "length": len(text),
                 "own": " ".join(doc.terms).encode(),
             }
+            if doc.role is not None:
+                values["role"] = doc.role
+            if doc.tags:
+                values["tags"] = list(doc.tags)
             if doc.speaker:
                 name = doc.speaker.lower()
                 values["speaker"] = _hash(name)
@@ -604,6 +610,7 @@ class TantivyIndex:
             time = int(stored["time"][0])
             speaker = stored.get("meta")
             vector = stored.get("vec")
+            role = stored.get("role")
             found[position] = (
                 Doc(
                     unit,
@@ -612,6 +619,8 @@ class TantivyIndex:
                     bytes(speaker[0]).decode() if speaker else None,
                     None if time == _NO_TIME else time,
                     bytes(vector[0]) if vector else None,
+                    str(role[0]) if role else None,
+                    [str(t) for t in stored.get("tags", [])],
                 ),
                 int(stored["length"][0]),
             )
@@ -635,7 +644,7 @@ class TantivyIndex:
             pool = pool + self._by_meaning(searcher, search, pool)
         if len(pool):
             hits = self._rank(searcher, pool, words, search)
-        if search.fill and search.bounded and len(hits) < search.k:
+        if search.fill and (search.bounded or search.within is not None) and len(hits) < search.k:
             hits += self._by_time(searcher, search, {h.place for h in hits})
         return hits
 
@@ -651,6 +660,16 @@ class TantivyIndex:
                 if end > start
             ]
             clauses.append((must, tantivy.Query.boolean_query(ranges) if ranges else _nothing()))
+        where = search.where
+        if where is not None:
+            if where.role is not None:
+                clauses.append((must, tantivy.Query.term_query(SCHEMA, "role", where.role)))
+            if where.speaker_name is not None:
+                speaker = _hash(where.speaker_name)
+                clauses.append((must, tantivy.Query.term_query(SCHEMA, "speaker", speaker)))
+            if where.unit is not None:
+                clauses.append((must, tantivy.Query.term_query(SCHEMA, "unit", where.unit)))
+            clauses += [(must, tantivy.Query.term_query(SCHEMA, "tags", t)) for t in where.tags]
         return clauses
 
     def _filtered(self, search: Search, query: tantivy.Query) -> tantivy.Query:
@@ -816,8 +835,8 @@ class TantivyIndex:
         return Hit(place if place is not None else _place(searcher.doc(pool.address[i])), score)
 
     def _by_time(self, searcher: tantivy.Searcher, search: Search, have: set[Place]) -> list[Hit]:
-        """The first messages of [since, until) in time order, scored 0: what the date
-        alone finds (stored and window messages alike)."""
+        """The first messages of [since, until) (or of a topic's ranges) in time order,
+        scored 0: what the date alone finds (stored and window messages alike)."""
         want = search.k - len(have)
         messages = tantivy.Query.term_query(SCHEMA, "kind", _MESSAGE)
         query = tantivy.Query.boolean_query(
@@ -826,14 +845,15 @@ class TantivyIndex:
         found = searcher.search(
             query, want + len(have), count=False, order_by_field="time", order=tantivy.Order.Asc
         ).hits
-        timed: list[tuple[int, int, Place]] = []
-        for rank, (time, address) in enumerate(found):
-            timed.append((int(time), rank, _place(searcher.doc(address))))
+        timed: list[tuple[int, tuple[str, int], Place]] = []
+        for time, address in found:
+            place = _place(searcher.doc(address))
+            timed.append((int(time), (place[0] or "", place[1]), place))
         if search.within is None:
             timed += [
-                (d.timestamp, len(found) + i, (None, d.position))
-                for i, d in enumerate(search.window)
-                if d.timestamp is not None and _admits(search, d.timestamp)
+                (d.timestamp, ("\uffff", d.position), (None, d.position))  # after the stored
+                for d in search.window
+                if d.timestamp is not None and search.admits(d)
             ]
         timed.sort()
         return [Hit(place, 0.0) for _, _, place in timed if place not in have][:want]
@@ -949,17 +969,6 @@ def _unit(vector: np.ndarray) -> np.ndarray:
     return result
 
 
-def _admits(search: Search, timestamp: int | None) -> bool:
-    """Whether a message said at `timestamp` is within the search's bounds (if any)."""
-    if not search.bounded:
-        return True
-    return timestamp is not None and _inside(timestamp, search.since, search.until)
-
-
-def _inside(time: int, since: int | None, until: int | None) -> bool:
-    return (since is None or time >= since) and (until is None or time < until)
-
-
 def _bm25(tf: float, length: float, average: float, documents: int, df: int) -> float:
     """tantivy's BM25, for the window's messages (scored with the index's statistics)."""
     idf = math.log(1 + (documents - df + 0.5) / (df + 0.5))
@@ -994,7 +1003,7 @@ def _window_candidates(
     place: list[Place | None] = []
     near: list[bytes | None] = []
     for i, (doc, text) in enumerate(zip(docs, texts, strict=True)):
-        if not _admits(search, doc.timestamp):
+        if not search.admits(doc):
             continue
         value = sum(
             _bm25(text.count(w), len(text), average, documents, df[w]) for w in words if w in text
@@ -1035,7 +1044,7 @@ def _window_by_meaning(
     for i, doc in enumerate(docs):
         if (None, doc.position) in found or doc.vector is None or len(doc.vector) != width:
             continue
-        if not _admits(search, doc.timestamp):
+        if not search.admits(doc):
             continue
         chosen.append((i, doc.vector))  # alone, as the stored ones are compared
     if not chosen:

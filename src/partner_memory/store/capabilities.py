@@ -30,6 +30,10 @@ class RecallRow(NamedTuple):
     terms: str
     #: Its meaning as signed bytes (`recall.embed`), None when no embedder made one.
     vector: bytes | None = None
+    #: The message's role and metadata (JSON text, None when empty), read with the row
+    #: from the message itself, so recall's filters need no copy of them.
+    role: str | None = None
+    metadata: str | None = None
 
 
 class Located(NamedTuple):

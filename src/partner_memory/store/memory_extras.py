@@ -41,7 +41,7 @@ from partner_memory.store.memory_state import (
     bigint,
 )
 from partner_memory.store.refusals import none_found
-from partner_memory.store.rows import message_from_row, slice_from_row
+from partner_memory.store.rows import message_from_row, message_params, slice_from_row
 from partner_memory.store.staged import StoredRecord
 
 #: What a forgotten message's metadata says instead of what it said.
@@ -109,7 +109,8 @@ class ExtrasMixin(MemoryBase):
         with self._reading() as shared:
             state = self._state(shared, namespace)
             rows = [r for r in state.recall.values() if after < r.seq <= through]
-            return sorted(rows, key=lambda r: (r.seq, state.units[r.unit_id].order, r.position))
+            rows.sort(key=lambda r: (r.seq, state.units[r.unit_id].order, r.position))
+            return [_with_message(r, state.units[r.unit_id].messages[r.position]) for r in rows]
 
     def reindex_recall(self, namespace: str, consumer: str, analysis: RecallAnalyzer) -> int:
         with self._changing(namespace) as state:
@@ -400,3 +401,8 @@ def _restored(shared: SharedMemory, dump: NamespaceDump) -> NamespaceState:
         for c, key, value, unit, slice_id, message in dump.records
     }
     return state
+
+
+def _with_message(row: RecallRow, message: Message) -> RecallRow:
+    """The row with its message's role and metadata, as the SQL backends join them."""
+    return row._replace(role=message.role, metadata=message_params(message)[4])

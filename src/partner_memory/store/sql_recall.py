@@ -38,14 +38,26 @@ class RecallSql(SqlBase):
             namespace_id = self._namespace_id(cur, namespace)
             rows = self._run(
                 cur,
-                "SELECT u.unit_id, r.position, r.seq, r.speaker, r.timestamp, r.terms, r.vector"
+                "SELECT u.unit_id, r.position, r.seq, r.speaker, r.timestamp, r.terms, r.vector,"
+                " m.role, m.metadata"
                 " FROM recall_docs r JOIN units u ON u.pk = r.unit_pk"
+                " JOIN messages m ON m.unit_pk = r.unit_pk AND m.position = r.position"
                 " WHERE r.namespace_id = ? AND r.seq > ? AND r.seq <= ?"
                 " ORDER BY r.seq, r.unit_pk, r.position",
                 (namespace_id, after, through),
             ).fetchall()
         return [
-            RecallRow(str(r[0]), int(r[1]), int(r[2]), r[3], r[4], str(r[5]), _bytes_or_none(r[6]))
+            RecallRow(
+                str(r[0]),
+                int(r[1]),
+                int(r[2]),
+                r[3],
+                r[4],
+                str(r[5]),
+                _bytes_or_none(r[6]),
+                r[7],
+                r[8],
+            )
             for r in rows
         ]
 

@@ -127,11 +127,16 @@ class RecallEngine:
         only = bounds is not None and bounds.mode == ONLY
         span = (bounds.start_at, bounds.end_at) if bounds is not None else (None, None)
         docs = self._window_docs(namespace, window, analysis)
+        speaker = _named_speaker(query, index.speakers, docs)
+        if speaker is not None:  # its boost counts the name; matching the name too costs
+            # a walk over most of that participant's messages and gains nothing (measured)
+            name = set(terms(speaker))
+            words = [w for w in words if w not in name] or words
         hits = index.search(
             Search(
                 words,
                 k=k,
-                speaker=_named_speaker(query, index.speakers, docs),
+                speaker=speaker,
                 since=span[0] if only else None,
                 until=span[1] if only else None,
                 prefer=None if only or bounds is None else span,

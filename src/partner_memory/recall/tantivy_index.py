@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import tantivy
 
 from partner_memory.recall.searcher import Doc, Hit, Place, Search
+from partner_memory.recall.vector_graph import VectorGraph
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,10 +60,8 @@ POOL = 150
 #: Messages rescored by meaning, and the weight of the (min-max scaled) cosine.
 DENSE_CANDIDATES, DENSE_WEIGHT = 100, 0.5
 #: Messages found by meaning alone (sharing no word with the question) added to those
-#: rescored: the nearest, among the stored ones while the namespace holds at most
-#: `MEANING_ROWS` vectors (compared exactly, from a normalised copy kept per index), and
-#: among the window's.
-MEANING_CANDIDATES, MEANING_ROWS = 20, 100_000
+#: rescored: the nearest among the stored ones (`recall.vector_graph`) and the window's.
+MEANING_CANDIDATES = 20
 #: tantivy's BM25 constants (the window's messages are scored with the same).
 K1, B = 1.2, 0.75
 #: Memory a writer may fill before it writes a segment: tantivy's least for a rolling's
@@ -133,6 +132,10 @@ class IndexState:
     vectors: str | None = None
     rows: int = 0
     dimensions: int = 0
+    #: The graph of the rows `[0, graph_rows)` (`recall.vector_graph`), once they outgrew
+    #: exact comparison; the rows after it are compared exactly.
+    graph: str | None = None
+    graph_rows: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,16 +279,17 @@ class _VectorRows:
         self._memory = bytearray()  # the rows when the index is in memory
         self._mapped: np.ndarray | None = None
         self._name: str | None = None
-        #: The rows normalised, for `nearest`: (file, rows) they are of, and the copy.
-        self._normal: tuple[tuple[str | None, int], np.ndarray] | None = None
+        #: The rows normalised, for `nearest`: (file, first, end) they are of, and the copy.
+        self._normal: tuple[tuple[str | None, int, int], np.ndarray] | None = None
 
     def nearest(
-        self, state: IndexState, vector: np.ndarray, count: int
+        self, state: IndexState, vector: np.ndarray, count: int, start: int = 0
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The `count` rows nearest `vector` by cosine (best first), and their cosines."""
+        """The `count` rows from `start` on nearest `vector` by cosine, compared exactly
+        (best first), and their cosines."""
         import numpy as np
 
-        normal = self._normalised(state)
+        normal = self._normalised(state, start)
         query = _unit(vector)
         cosine = normal @ query
         count = min(count, len(cosine))
@@ -293,22 +297,27 @@ class _VectorRows:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         top = np.argpartition(-cosine, count - 1)[:count]
         order = top[np.argsort(-cosine[top], kind="stable")]
-        return order, cosine[order]
+        return order + start, cosine[order]
 
-    def _normalised(self, state: IndexState) -> np.ndarray:
+    def own(self, state: IndexState, start: int) -> np.ndarray:
+        """The own vectors of rows `[start, rows)`."""
+        return self._matrix(state)[start : state.rows, : state.dimensions]
+
+    def _normalised(self, state: IndexState, start: int) -> np.ndarray:
+        """Rows `[start, rows)` at length 1, kept and extended as rows are added."""
         import numpy as np
 
         from partner_memory.recall.embed import unit_rows
 
         held = self._normal
-        if held is not None and held[0] == (state.vectors, state.rows):
+        if held is not None and held[0] == (state.vectors, start, state.rows):
             return held[1]
-        start = held[1] if held is not None and held[0][0] == state.vectors else None
-        done = 0 if start is None else min(len(start), state.rows)
-        own = self._matrix(state)[done : state.rows, : state.dimensions]
-        fresh = unit_rows(np.asarray(own, dtype=np.float32))
-        normal = fresh if start is None or not done else np.concatenate([start[:done], fresh])
-        self._normal = ((state.vectors, state.rows), normal)
+        same = held is not None and held[0][:2] == (state.vectors, start)
+        before = held[1] if held is not None and same else None
+        done = 0 if before is None else min(len(before), state.rows - start)
+        fresh = unit_rows(np.asarray(self.own(state, start + done), dtype=np.float32))
+        normal = fresh if before is None or not done else np.concatenate([before[:done], fresh])
+        self._normal = ((state.vectors, start, state.rows), normal)
         return normal
 
     def append(self, state: IndexState, vectors: list[tuple[bytes, bytes]]) -> int:
@@ -386,6 +395,7 @@ class TantivyIndex:
         self._messages = _Part(SCHEMA, None if directory is None else directory / "messages")
         self._blocks = _Part(BLOCK_SCHEMA, None if directory is None else directory / "blocks")
         self._vectors = _VectorRows(None if directory is None else directory / "messages")
+        self._graph = VectorGraph(None if directory is None else directory / "messages")
         self._state = IndexState(**self._messages.state())
 
     # -- reading -----------------------------------------------------------------------
@@ -449,6 +459,10 @@ class TantivyIndex:
             for unit, new in by_unit.items():
                 self._add_unit(messages, state, unit, new, written=written, rows=rows)
             first = self._vectors.append(state, rows)
+            if self._graph.wanted(state.rows, state.graph_rows):
+                own = self._vectors.own(state, state.graph_rows)
+                state.graph = self._graph.extend(state.graph, state.graph_rows, own)
+                state.graph_rows = state.rows
             for values in written:
                 if "vecno" in values:
                     values["vecno"] += first
@@ -463,6 +477,7 @@ class TantivyIndex:
             state.block_tokens = tokens
             self._messages.put_state(writer, asdict(state))
         self._state = state
+        self._graph.drop_old(state.graph)
         if clear:
             self._vectors.drop_old(state)
 
@@ -700,8 +715,8 @@ class TantivyIndex:
         state = self._state
         found = []
         wanted: list[int] = []
-        if state.dimensions == len(vector) and 0 < state.rows <= MEANING_ROWS:
-            rows, cosine = self._vectors.nearest(state, vector, 2 * MEANING_CANDIDATES)
+        if state.dimensions == len(vector) and self._graph.exact(state.rows, state.graph_rows):
+            rows, cosine = self._nearest(state, vector, 2 * MEANING_CANDIDATES)
             have = {int(v) for v in pool.vecno if v >= 0}
             wanted = [int(r) for r, c in zip(rows, cosine, strict=True) if c > floor]
             wanted = [r for r in wanted if r not in have]
@@ -718,6 +733,23 @@ class TantivyIndex:
         stored = _stored_pool(searcher, chosen, [0.0] * len(chosen))
         have_places = {p for p in pool.place if p}
         return stored + _window_by_meaning(search, have_places, vector, floor)
+
+    def _nearest(
+        self, state: IndexState, vector: np.ndarray, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rows nearest the question: by the graph, and exactly among those after it."""
+        import numpy as np
+
+        from partner_memory.recall.embed import pack
+
+        rows, cosine = self._vectors.nearest(state, vector, count, start=state.graph_rows)
+        if state.graph is None or not state.graph_rows:
+            return rows, cosine
+        query = pack(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+        keys, near = self._graph.nearest(state.graph, query, count)
+        rows, cosine = np.concatenate([keys, rows]), np.concatenate([near, cosine])
+        order = np.argsort(-cosine, kind="stable")[:count]
+        return rows[order], cosine[order]
 
     def _floor(self, pool: _Pool, search: Search, vector: np.ndarray) -> float:
         """The best cosine of a message the words found (alone, among their best):

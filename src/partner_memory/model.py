@@ -161,6 +161,14 @@ def check_limit(value: object) -> int:
     return value
 
 
+def check_page(offset: object, limit: object) -> None:
+    """A page of rows: `offset` a non-negative integer, `limit` a positive one or None."""
+    if check_index(offset, "offset") < 0:
+        raise InvalidInputError(f"offset must not be negative, got {offset}")
+    if limit is not None:
+        check_limit(limit)
+
+
 def check_messages(messages: Iterable[object]) -> list[Message]:
     """The messages as a list, refusing anything that is not a `Message` by its position."""
     if isinstance(messages, Message | str | bytes | dict) or not isinstance(messages, Iterable):

@@ -260,7 +260,9 @@ class RecallEngine:
         return self.replicas.current(
             namespace,
             state,
-            lambda after, through: self._recall_rows().recall_rows(namespace, after, through),
+            lambda after, through, offset, limit: self._recall_rows().recall_rows(
+                namespace, after, through, offset=offset, limit=limit
+            ),
             rollings,
             embedder=analysis.embedder_name,
         )

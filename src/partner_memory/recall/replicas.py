@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 OPEN_INDEXES = 256
 #: Rollings read from the log per step when the index is ahead of the rows.
 LOG_STEP = 100
+#: Recall rows read and added at a time (a rebuild of a million holds this many).
+ROWS_PAGE = 50_000
 #: The setting that keeps every index in memory (nothing on disk).
 IN_MEMORY = "memory"
 
@@ -76,7 +78,8 @@ class RecallIndexSettings:
 
 #: What the engine hands the replicas to fill an index: the rows after a position up to
 #: another, and the log's rollings after a position, as documents.
-RowsReader = Callable[[int, int], Sequence[RecallRow]]
+#: (after, through, offset, limit) -> that page of the recall rows.
+RowsReader = Callable[[int, int, int, int], Sequence[RecallRow]]
 LogReader = Callable[[int], tuple[int, Sequence[Doc]] | None]
 
 
@@ -151,9 +154,22 @@ class IndexReplicas:
                 return index
             if held.generation != state.generation or held.loaded > state.head:
                 index.add([], loaded=-1, generation=state.generation, clear=True)
-            if index.state.loaded < state.indexed:
-                docs = [_doc(r) for r in rows(index.state.loaded, state.indexed)]
-                index.add(docs, loaded=state.indexed, embedder=state.embedder)
+            after, offset = index.state.loaded, 0
+            while index.state.loaded < state.indexed:  # in pages: a rebuild's memory is bounded
+                page = rows(after, state.indexed, offset, ROWS_PAGE)
+                done = len(page) < ROWS_PAGE
+                if not done:  # the page's last unit waits for the next one, whole (unless
+                    # it fills the page): a unit added in one piece rewrites no neighbours
+                    cut = len(page)
+                    while cut and page[cut - 1].unit_id == page[-1].unit_id:
+                        cut -= 1
+                    page = page[:cut] or page
+                offset += len(page)
+                index.add(
+                    [_doc(r) for r in page],
+                    loaded=state.indexed if done else None,
+                    embedder=state.embedder if done else None,
+                )
             while index.state.loaded < state.head:  # rollings the indexer has not reached
                 step = rollings(index.state.loaded)
                 if step is None:

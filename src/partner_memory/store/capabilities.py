@@ -154,8 +154,13 @@ class RecallStore(Protocol):
 
     def recall_state(self, namespace: str, consumer: str) -> RecallState: ...
 
-    def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
-        """Recall rows written by rollings `after` < seq <= `through`, in log order."""
+    def recall_rows(
+        self, namespace: str, after: int, through: int, *, offset: int = 0, limit: int | None = None
+    ) -> list[RecallRow]:
+        """Recall rows written by rollings `after` < seq <= `through`, in log order (then
+        unit and position), from the `offset`-th on, `limit` at most (None: all). Rows of
+        rollings up to `through` are never reordered, so pages read one after another
+        (a rebuild's, bounded in memory) are exact."""
         ...
 
     def reindex_recall(

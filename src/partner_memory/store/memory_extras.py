@@ -18,6 +18,7 @@ from partner_memory.model import (
     RollingCost,
     RollingRecord,
     RollingTotals,
+    check_page,
     newest,
 )
 from partner_memory.store.capabilities import (
@@ -105,12 +106,16 @@ class ExtrasMixin(MemoryBase):
                 state.recall_generation, indexed, state.rolling_seq, state.recall_embedder
             )
 
-    def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
+    def recall_rows(
+        self, namespace: str, after: int, through: int, *, offset: int = 0, limit: int | None = None
+    ) -> list[RecallRow]:
+        check_page(offset, limit)
         with self._reading() as shared:
             state = self._state(shared, namespace)
             rows = [r for r in state.recall.values() if after < r.seq <= through]
             rows.sort(key=lambda r: (r.seq, state.units[r.unit_id].order, r.position))
-            return [_with_message(r, state.units[r.unit_id].messages[r.position]) for r in rows]
+            page = rows[offset:] if limit is None else rows[offset : offset + limit]
+            return [_with_message(r, state.units[r.unit_id].messages[r.position]) for r in page]
 
     def reindex_recall(self, namespace: str, consumer: str, analysis: RecallAnalyzer) -> int:
         with self._changing(namespace) as state:

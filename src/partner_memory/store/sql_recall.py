@@ -10,10 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from partner_memory.errors import NotFoundError
+from partner_memory.model import check_page
 from partner_memory.store.capabilities import RecallAnalyzer, RecallRow, RecallState
 from partner_memory.store.rows import message_from_row
 from partner_memory.store.sql_base import MESSAGE_COLUMNS, SqlBase
 from partner_memory.store.sql_staged import RECALL_COLUMNS, RECALL_CONFLICT
+
+#: LIMIT for all rows (SQLite and PostgreSQL both take a bigint; neither a NULL).
+ALL_ROWS = 2**62
 
 
 class RecallSql(SqlBase):
@@ -33,7 +37,10 @@ class RecallSql(SqlBase):
             raise NotFoundError(f"namespace {namespace!r} not found")
         return RecallState(int(row[0]), int(row[1]), int(row[2]), row[3])
 
-    def recall_rows(self, namespace: str, after: int, through: int) -> list[RecallRow]:
+    def recall_rows(
+        self, namespace: str, after: int, through: int, *, offset: int = 0, limit: int | None = None
+    ) -> list[RecallRow]:
+        check_page(offset, limit)
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             rows = self._run(
@@ -43,8 +50,8 @@ class RecallSql(SqlBase):
                 " FROM recall_docs r JOIN units u ON u.pk = r.unit_pk"
                 " JOIN messages m ON m.unit_pk = r.unit_pk AND m.position = r.position"
                 " WHERE r.namespace_id = ? AND r.seq > ? AND r.seq <= ?"
-                " ORDER BY r.seq, r.unit_pk, r.position",
-                (namespace_id, after, through),
+                " ORDER BY r.seq, r.unit_pk, r.position LIMIT ? OFFSET ?",
+                (namespace_id, after, through, ALL_ROWS if limit is None else limit, offset),
             ).fetchall()
         return [
             RecallRow(

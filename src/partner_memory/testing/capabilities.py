@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from partner_memory.errors import ConflictError, NotFoundError
+from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from partner_memory.model import LogEntry, MemorySlice, Message
 from partner_memory.store.base import MemoryStore, UnitWrite
 from partner_memory.store.capabilities import (
@@ -127,6 +127,7 @@ class RecallContract:
             ("kyoto in april", b"\x01\x02"),
             ("book", b"\x01\x02"),
         ]
+        assert [(r.role, r.metadata) for r in rows] == [("user", None), ("assistant", None)]
         assert store.recall_rows("ns", 1, 1) == []
         # another embedder's rows are kept by words only: vectors of one model per namespace
         _rolled(store, "ns", messages(1))
@@ -146,6 +147,12 @@ class RecallContract:
             (0, "book"),
             (0, "m-0"),
         ]
+        pages = [store.recall_rows("ns", -1, 2, offset=o, limit=2) for o in (0, 2, 4)]
+        assert pages == [rebuilt[:2], rebuilt[2:], []]
+        assert store.recall_rows("ns", -1, 2, offset=1) == rebuilt[1:]
+        for offset, limit in ((-1, None), (0, 0), ("1", None)):
+            with pytest.raises(InvalidInputError):
+                store.recall_rows("ns", -1, 2, offset=offset, limit=limit)  # type: ignore[arg-type]
         with pytest.raises(NotFoundError):
             store.recall_state("ghost", "recall")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from partner_memory.errors import InvalidInputError
-from partner_memory.model import ROLES, Message, check_text
+from partner_memory.model import ROLES, check_text
 
 #: Metadata entries one filter may name.
 MAX_METADATA_KEYS = 20
@@ -71,7 +71,7 @@ class RecallFilter:
     @property
     def tags(self) -> list[str]:
         """The index terms every admitted message holds, one per metadata pair."""
-        return [_tag(key, value) for key, value in self.metadata.items()]
+        return metadata_tags(self.metadata)
 
     def admits(self, role: str | None, speaker: str | None, unit: str | None, tags: Any) -> bool:
         """Whether a message of this role, speaker, unit and metadata tags is kept."""
@@ -88,10 +88,6 @@ class RecallFilter:
 def metadata_tags(metadata: Mapping[str, Any]) -> list[str]:
     """A message's metadata as index terms: one per top-level key and its value."""
     return [_tag(key, value) for key, value in metadata.items()]
-
-
-def message_tags(message: Message) -> list[str]:
-    return metadata_tags(message.metadata)
 
 
 def _tag(key: str, value: Any) -> str:

@@ -59,6 +59,14 @@ ASKING = frozenset(
     terms("happen happened discuss talk talked say said mention chat tell told speak spoke do")
 ) | {"聊", "说", "讨论", "发生", "什么", "做"}
 
+#: A question that gathers what was said over time: the perfect ("what books has Tim
+#: read?", "where have they camped?"), "both", "how many" - but not "how long has", nor
+#: "how does ... has" (one thing asked, measured on LoCoMo dev).
+GATHERING = re.compile(
+    r"^(?!\s*how\s+(?:long|does|do|did)\b)(?=.*\b(?:has|have|both|how\s+many)\b)",
+    re.IGNORECASE | re.DOTALL,
+)
+
 #: Related topics a recall names.
 RELATED_TOPICS = 5
 
@@ -146,6 +154,7 @@ class RecallEngine:
                 within=kept,
                 window=docs,
                 where=None if where is None or where.empty else where,
+                spread=GATHERING.search(query) is not None,
             )
         )
         found = self._resolve(namespace, query, hits, window, bounds)

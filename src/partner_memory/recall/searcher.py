@@ -72,6 +72,9 @@ class Search:
     window: Sequence[Doc] = field(default=())
     #: Only messages of this role, speaker, unit and metadata.
     where: RecallFilter | None = None
+    #: The question gathers what was said over time ("what books has Tim read?"): a
+    #: session's further hits give way to other sessions' (`Scoring.spread`).
+    spread: bool = False
 
     def admits(self, doc: Doc) -> bool:
         """Whether the bounds and the filter keep `doc` (a window message, or one stored)."""

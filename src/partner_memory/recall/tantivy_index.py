@@ -55,6 +55,10 @@ UNIT_WEIGHT = 0.3
 SPEAKER_BOOST = 2.0
 #: Messages said when a query's date names score this much more.
 DATE_BOOST = 1.5
+#: A gathering question's hit counts this much less for each better one of its session
+#: (LoCoMo dev R@10: multi-hop 47.2 -> 51.8, the other categories unchanged; 0.5-0.9
+#: measured, 80.1-80.6 overall).
+SPREAD = 0.75
 #: Candidates by words the boosts are applied to (150-800 measured alike on LoCoMo dev).
 POOL = 150
 #: Messages rescored by meaning, and the weight of the (min-max scaled) cosine.
@@ -148,10 +152,11 @@ class Scoring:
     speaker_boost: float = SPEAKER_BOOST
     date_boost: float = DATE_BOOST
     dense_weight: float = DENSE_WEIGHT
+    spread: float = SPREAD
 
     @classmethod
     def plain(cls) -> Scoring:
-        return cls(neighbours=0, unit_weight=0.0, speaker_boost=1.0, dense_weight=0.0)
+        return cls(neighbours=0, unit_weight=0.0, speaker_boost=1.0, dense_weight=0.0, spread=1.0)
 
 
 @dataclass(slots=True)
@@ -837,7 +842,10 @@ class TantivyIndex:
                 if spread > 0:
                     gained = (cosine - cosine.min()) / spread
                     best_score = best_score + scoring.dense_weight * gained
-        ranked = np.lexsort((np.arange(len(best_score)), -best_score))[: search.k]
+        ranked = np.lexsort((np.arange(len(best_score)), -best_score))
+        if search.spread and scoring.spread != 1.0:
+            ranked = _spread(ranked, best_score, pool.block[best], scoring.spread, search.k)
+        ranked = ranked[: search.k]
         return [self._hit(searcher, pool, int(best[i]), float(best_score[i])) for i in ranked]
 
     def _cosines(self, pool: _Pool, best: np.ndarray, vector: np.ndarray) -> np.ndarray | None:
@@ -897,6 +905,28 @@ class TantivyIndex:
 
 #: The window's messages are a block of their own.
 _WINDOW_BLOCK = 0
+
+
+def _spread(
+    ranked: np.ndarray, score: np.ndarray, block: np.ndarray, factor: float, k: int
+) -> np.ndarray:
+    """The first `k` of `ranked` chosen one by one, each candidate's score lowered by
+    `factor` for every one of its block (session) already chosen."""
+    import numpy as np
+
+    left = [int(i) for i in ranked]
+    chosen: list[int] = []
+    taken: dict[int, int] = {}
+    while left and len(chosen) < k:
+        # the first of the best keeps the engine's order among equal scores
+        pick = max(
+            range(len(left)),
+            key=lambda j: (score[left[j]] * factor ** taken.get(int(block[left[j]]), 0), -j),
+        )
+        i = left.pop(pick)
+        chosen.append(i)
+        taken[int(block[i])] = taken.get(int(block[i]), 0) + 1
+    return np.array(chosen, dtype=np.int64)
 
 
 def _place(stored: tantivy.Document) -> Place:

@@ -105,6 +105,18 @@ def test_forgetting(memory: Any) -> None:
         memory.forget_unit(luna.unit_id)
 
 
+def test_forgetting_everything_leaves_the_namespace_empty_and_in_use(memory: Any) -> None:
+    _talk(memory)
+    memory.record_turn("Still in the window", "yes")
+    memory.forget_all()
+    assert memory.window() == []
+    assert memory.context_xml() == ""
+    assert memory.recall("Luna").hits == []
+    memory.forget_all()  # nothing left: nothing to do
+    memory.record_turn("A new start", "welcome back")
+    assert [w.message.text for w in memory.window()] == ["A new start", "welcome back"]
+
+
 def test_the_same_errors(memory: Any) -> None:
     _talk(memory)
     with pytest.raises(InvalidInputError):

@@ -101,6 +101,15 @@ def test_async_api_wraps_the_same_memory(store: MemoryStore) -> None:
             assert seen == [(result.memory_slice.id, True)]
             assert "Kyoto" in await memory.context_xml()
             assert (await memory.stats()).rollings == 1
+            # the forgets, awaited
+            turn = await memory.record_turn("My cat is Luna", "Noted")
+            assert await memory.forget_messages([turn.user.id]) == 1
+            unit, found = result.memory_unit.id, result.memory_slice.id
+            assert await memory.forget_slice(unit, found) == 2
+            await memory.forget_unit(unit)
+            await memory.forget_all()
+            assert await memory.window() == []
+            assert await memory.context_xml() == ""
 
     asyncio.run(main())
 

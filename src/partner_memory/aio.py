@@ -175,6 +175,18 @@ class AsyncPartnerMemory(_Closing):
             activate=activate,
         )
 
+    async def forget_messages(self, message_ids: Sequence[str]) -> int:
+        return await asyncio.to_thread(self.sync.forget_messages, message_ids)
+
+    async def forget_slice(self, unit_id: str, slice_id: str) -> int:
+        return await asyncio.to_thread(self.sync.forget_slice, unit_id, slice_id)
+
+    async def forget_unit(self, unit_id: str) -> None:
+        await asyncio.to_thread(self.sync.forget_unit, unit_id)
+
+    async def forget_all(self) -> None:
+        await asyncio.to_thread(self.sync.forget_all)
+
     async def topics(self, *, limit: int = 100) -> list[TopicCount]:
         return await asyncio.to_thread(self.sync.topics, limit=limit)
 

@@ -11,6 +11,7 @@ two classes only differ in how they send them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -162,6 +163,12 @@ class _Requests:
     def forget_unit(self, unit_id: str) -> _Call:
         return _Call("DELETE", f"{self.prefix}/units/{quote(unit_id, safe='')}")
 
+    def forget_all(self) -> _Call:
+        return _Call("DELETE", self.prefix)
+
+    def create(self) -> _Call:
+        return _Call("POST", "/v1/namespaces", {"namespace": self.namespace})
+
     def stats(self) -> _Call:
         return _Call("GET", f"{self.prefix}/stats")
 
@@ -272,6 +279,13 @@ class MemoryClient:
 
     def forget_unit(self, unit_id: str) -> None:
         self._send(self._requests.forget_unit(unit_id))
+
+    def forget_all(self) -> None:
+        """Forget the namespace and everything in it; it goes on empty, as the handle's."""
+        for call in (self._requests.forget_all(), self._requests.create()):
+            # not there yet; made again meanwhile
+            with contextlib.suppress(NotFoundError, ConflictError):
+                self._send(call)
 
     def stats(self) -> RollingTotals:
         return RollingTotals.from_dict(self._json(self._requests.stats())["rolling_totals"])
@@ -389,6 +403,11 @@ class AsyncMemoryClient:
 
     async def forget_unit(self, unit_id: str) -> None:
         await self._send(self._requests.forget_unit(unit_id))
+
+    async def forget_all(self) -> None:
+        for call in (self._requests.forget_all(), self._requests.create()):
+            with contextlib.suppress(NotFoundError, ConflictError):
+                await self._send(call)
 
     async def stats(self) -> RollingTotals:
         answer = await self._json(self._requests.stats())

@@ -237,6 +237,15 @@ class PartnerMemory:
         """Forget a whole unit (one memory session): deleted with its slices."""
         self.service.forget_unit(self.namespace, unit_id)
 
+    def forget_all(self) -> None:
+        """Forget the namespace and everything in it - window, units, slices, context - in
+        every process; the handle goes on with the namespace empty."""
+        namespace = self.namespace
+        self.service.forget_namespace(namespace)
+        self._bind(self.service, namespace, create=True)
+        if not self._owns_service:
+            self.service.adopt(self)
+
     def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
         """R24: the resolved context as XML, ready for a prompt."""
         return render_xml(self.context(domains))

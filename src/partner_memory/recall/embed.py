@@ -27,6 +27,7 @@ another embedder searches by words only until `reindex` rebuilds them.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -83,8 +84,7 @@ class StaticEmbedder:
     def _loaded(self) -> Any:
         with self._lock:
             if self._model is None:
-                import wordllama
-
+                wordllama = _import_wordllama()
                 # The wheel carries the weights and tokenizer; cache_dir points the
                 # loader at them, and downloads are off: nothing leaves the machine.
                 self._model = wordllama.WordLlama.load(
@@ -195,6 +195,22 @@ class EmbeddingSettings:
 
 _STATIC: list[StaticEmbedder] = []
 _STATIC_LOCK = threading.Lock()
+
+
+def _import_wordllama() -> Any:
+    """`import wordllama`, leaving the host's logging as it was: its import calls
+    `logging.basicConfig(level=INFO)`, which would start printing the application's
+    INFO records."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        import wordllama
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+    return wordllama
 
 
 def _static() -> StaticEmbedder:

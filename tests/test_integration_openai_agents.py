@@ -1,0 +1,163 @@
+"""The OpenAI Agents SDK's own `Runner` with `PartnerMemorySession`, on every SQL backend
+and through a remote `serve`: what the model is shown on each turn holds the turns
+before it, after a restart and after rolling; a popped or cleared item is forgotten;
+two sessions stay apart."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from partner_memory import InvalidInputError
+from partner_memory.client import MemoryClient
+from partner_memory.service import MemoryService
+from tests.frameworks import Model, framework
+from tests.http_server import Server
+
+agents = framework("agents")
+openai = framework("openai")
+
+from agents import Agent, OpenAIChatCompletionsModel, Runner  # noqa: E402
+
+from partner_memory.integrations.openai_agents import (  # noqa: E402
+    PartnerMemorySession,
+    item_of,
+    message_of,
+)
+
+agents.set_tracing_disabled(True)
+
+
+@pytest.fixture
+def model(fake_llm: Any) -> Iterator[Model]:
+    fake_llm.respond = Model()
+    return fake_llm.respond
+
+
+def _agent(fake_llm: Any) -> Any:
+    client = openai.AsyncOpenAI(base_url=fake_llm.base_url, api_key="local", max_retries=0)
+    return Agent(
+        name="assistant",
+        instructions="Be brief.",
+        model=OpenAIChatCompletionsModel(model="local", openai_client=client),
+    )
+
+
+def _ask(agent: Any, session: PartnerMemorySession, text: str) -> str:
+    result = asyncio.run(Runner.run(agent, text, session=session))
+    return str(result.final_output)
+
+
+def test_turns_survive_a_restart_and_rolling_and_stay_apart(
+    store_url: str, fake_llm: Any, model: Model
+) -> None:
+    agent = _agent(fake_llm)
+    with MemoryService.open(store_url) as service:
+        session = PartnerMemorySession("user-7", memory=service)
+        assert _ask(agent, session, "My cat is called Luna") == "answer 1"
+        _ask(agent, session, "What is my cat called?")
+        assert "Luna" in model.seen[-1]
+        assert "answer 1" in model.seen[-1]
+        other = PartnerMemorySession("user-8", memory=service)
+        _ask(agent, other, "What is my cat called?")
+        assert "Luna" not in model.seen[-1]
+        session.close()  # handed a service: leaves it open
+        assert service.memory("user-7").window()
+
+    with MemoryService.open(store_url) as service:  # a restart
+        session = PartnerMemorySession("user-7", memory=service)
+        _ask(agent, session, "Remind me of her name")
+        assert "Luna" in model.seen[-1]
+        items = asyncio.run(session.get_items())
+        assert [message_of(i).text for i in items[:2]] == ["My cat is called Luna", "answer 1"]
+
+        rolled = service.memory("user-7").roll_now(idle=True)  # all of it
+        assert rolled is not None
+        assert service.memory("user-7").window() == []
+        _ask(agent, session, "And her name again?")
+        assert "dialog_history" in model.seen[-1]
+        assert "Luna" in model.seen[-1]
+        assert asyncio.run(session.get_items(limit=1))[0]["role"] == "assistant"
+
+
+def test_popped_and_cleared_items_are_forgotten(
+    tmp_path: Path, fake_llm: Any, model: Model
+) -> None:
+    agent = _agent(fake_llm)
+    session = PartnerMemorySession("user-7", db=str(tmp_path / "memory.db"))
+    try:
+        _ask(agent, session, "My cat is called Luna")
+        _ask(agent, session, "My dog is called Rex")
+        popped = asyncio.run(session.pop_item())
+        assert popped is not None
+        assert message_of(popped).text == "answer 2"
+        asyncio.run(session.pop_item())  # the question about Rex
+        _ask(agent, session, "Which pets do I have?")
+        assert "Luna" in model.seen[-1]
+        assert "Rex" not in model.seen[-1]
+        asyncio.run(session.clear_session())
+        assert asyncio.run(session.get_items()) == []
+        assert asyncio.run(session.pop_item()) is None
+        _ask(agent, session, "Which pets do I have?")
+        assert "Luna" not in model.seen[-1]
+    finally:
+        session.close()
+
+
+def test_a_remote_serve_through_the_client(tmp_path: Path, fake_llm: Any, model: Model) -> None:
+    agent = _agent(fake_llm)
+    server = Server(str(tmp_path / "remote.db"))
+    try:
+        with MemoryClient(server.url, "user-7") as client:
+            session = PartnerMemorySession("user-7", memory=client)
+            _ask(agent, session, "My cat is called Luna")
+            _ask(agent, session, "What is my cat called?")
+            assert "Luna" in model.seen[-1]
+            with pytest.raises(InvalidInputError, match="bound to namespace 'user-7'"):
+                PartnerMemorySession("user-8", memory=client)
+    finally:
+        server.stop()
+
+
+def test_any_item_comes_back_exactly() -> None:
+    call = {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "sunny"}
+    said = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "It is sunny", "annotations": []}],
+    }
+    for item in (call, output, said, {"role": "developer", "content": "Be kind"}):
+        assert item_of(message_of(item)) == item
+    assert message_of(said).text == "It is sunny"
+    assert message_of(call).text == "called weather({})"
+    plain = message_of({"role": "user", "content": "hi"})
+    assert (plain.role, plain.text, plain.metadata) == ("user", "hi", {})
+
+
+def test_a_tool_output_never_comes_without_its_call(tmp_path: Path) -> None:
+    session = PartnerMemorySession("user-7", db=str(tmp_path / "memory.db"))
+    try:
+        call = {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{}"}
+        output = {"type": "function_call_output", "call_id": "c1", "output": "sunny"}
+        asyncio.run(session.add_items([{"role": "user", "content": "weather?"}, call, output]))
+        assert asyncio.run(session.get_items()) == [
+            {"role": "user", "content": "weather?"},
+            call,
+            output,
+        ]
+        assert asyncio.run(session.get_items(limit=1)) == []  # the output alone is left out
+    finally:
+        session.close()
+
+
+def test_db_and_memory_together_are_refused(tmp_path: Path) -> None:
+    with (
+        MemoryService.open(str(tmp_path / "m.db")) as service,
+        pytest.raises(InvalidInputError, match="not both"),
+    ):
+        PartnerMemorySession("u", db=str(tmp_path / "m.db"), memory=service)

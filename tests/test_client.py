@@ -19,7 +19,9 @@ from partner_memory import (
     open_store,
 )
 from partner_memory.client import AsyncMemoryClient, MemoryClient
-from tests.http_server import Server
+from partner_memory.context import Domain
+from partner_memory.rolling import RollingResult
+from tests.http_server import Server, make_key
 
 NAMESPACE = "agent/one"
 
@@ -117,6 +119,30 @@ def test_forgetting_everything_leaves_the_namespace_empty_and_in_use(memory: Any
     assert [w.message.text for w in memory.window()] == ["A new start", "welcome back"]
 
 
+def test_rolling_recording_and_context_answer_alike(memory: Any) -> None:
+    first = [Message("user", f"note {i} about the ferry", id=f"n{i}") for i in range(4)]
+    assert memory.record_messages(first[:2]) == 2  # the window's length right after
+    assert memory.record_messages(first[2:], interaction=1_700_000_000_000) == 4
+    assert memory.window()[-1].interaction == 1_700_000_000_000
+    rolled = memory.roll_now(through="n1")
+    assert isinstance(rolled, RollingResult)
+    assert [m.id for m in rolled.increment_messages] == ["n0", "n1"]
+    assert (rolled.memory_slice.end_index, rolled.idle) == (2, False)
+    assert rolled.summary == rolled.memory_slice.summary
+    everything = memory.roll_now(idle=True)
+    assert everything.idle
+    assert everything.memory_slice.start_index == 2  # the rest, and the session ends
+    assert memory.roll_now() is None  # nothing left to roll
+    assert [b.name for b in memory.context(["MEMORY"])] == ["dialog_history"]
+    assert memory.context([Domain.ACTION]) == []
+    assert memory.context_xml(["ACTION"]) == ""
+    found = memory.recall("ferry", activate=False)
+    assert found.hits
+    assert "activated_memory_slices" not in memory.context_xml()
+    memory.recall("ferry")
+    assert "activated_memory_slices" in memory.context_xml()
+
+
 def test_the_same_errors(memory: Any) -> None:
     _talk(memory)
     with pytest.raises(InvalidInputError):
@@ -126,6 +152,23 @@ def test_the_same_errors(memory: Any) -> None:
     with pytest.raises(NotFoundError):
         memory.forget_slice("no-such-unit", "no-such-slice")
     assert memory.topics() == []  # offline: no topics
+
+
+def test_recall_that_activates_needs_a_key_that_may_write(tmp_path: Path) -> None:
+    database = str(tmp_path / "keyed.db")
+    _, writer = make_key(database, "*", "write")
+    _, reader = make_key(database, "*", "read")
+    server = Server(database)
+    try:
+        with MemoryClient(server.url, "ns", key=writer) as client:
+            client.record_turn("I adopted a cat named Luna", "Lovely")
+            assert client.recall("cat").hits
+        with MemoryClient(server.url, "ns", key=reader) as client:
+            assert client.recall("cat", activate=False).hits
+            with pytest.raises(AccessDeniedError, match="403"):
+                client.recall("cat")  # activating is a write
+    finally:
+        server.stop()
 
 
 def test_the_async_client_and_a_refused_key(served: Server) -> None:

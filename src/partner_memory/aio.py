@@ -108,8 +108,10 @@ class AsyncPartnerMemory(_Closing):
     ) -> int:
         return await asyncio.to_thread(self.sync.record_messages, messages, interaction=interaction)
 
-    async def roll_now(self, *, idle: bool = False) -> RollingResult | None:
-        return await asyncio.to_thread(self.sync.roll_now, idle=idle)
+    async def roll_now(
+        self, *, idle: bool = False, through: str | None = None
+    ) -> RollingResult | None:
+        return await asyncio.to_thread(self.sync.roll_now, idle=idle, through=through)
 
     async def check_idle(self) -> RollingResult | None:
         """Run the idle check; the result of the rolling it started, if it started one."""

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import httpx
 
+from partner_memory.context import DEFAULT_DOMAINS, Domain
 from partner_memory.context.workspace import ResolvedBlock
 from partner_memory.errors import (
     AccessDeniedError,
@@ -28,8 +29,9 @@ from partner_memory.errors import (
     PartnerMemoryError,
     StorageUnavailableError,
 )
-from partner_memory.model import MemorySlice, Message, RollingTotals, WindowMessage
+from partner_memory.model import MemorySlice, Message, RollingTotals, UnitInfo, WindowMessage
 from partner_memory.recall.results import RecallResult, TopicCount
+from partner_memory.rolling.after_rolling import RollingResult
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.trajectory import Turn
 
@@ -105,27 +107,38 @@ class _Requests:
         user, assistant = (Message.from_dict(m) for m in answer["messages"])
         return Turn(user, assistant, bool(answer["replied"]))
 
-    def record_messages(self, messages: Sequence[Message]) -> _Call:
-        body = {"messages": [_message_body(m) for m in messages]}
+    def record_messages(self, messages: Sequence[Message], interaction: int | None) -> _Call:
+        body = {"messages": [_message_body(m) for m in messages], "interaction": interaction}
         return _Call("POST", f"{self.prefix}/messages", body)
 
-    def roll_now(self) -> _Call:
-        return _Call("POST", f"{self.prefix}/roll")
+    def roll_now(self, idle: bool, through: str | None) -> _Call:
+        params: dict[str, Any] = {"idle": idle} | ({} if through is None else {"through": through})
+        return _Call("POST", f"{self.prefix}/roll", params=params)
 
     @staticmethod
-    def rolled(answer: dict[str, Any]) -> MemorySlice | None:
-        found = answer.get("slice")
-        return None if found is None else MemorySlice.from_dict(found)
+    def rolled(answer: dict[str, Any]) -> RollingResult | None:
+        if not answer["rolled"]:
+            return None
+        return RollingResult(
+            memory_unit=UnitInfo.from_dict(answer["unit"]),
+            memory_slice=MemorySlice.from_dict(answer["slice"]),
+            increment_messages=tuple(Message.from_dict(m) for m in answer["increment_messages"]),
+            summary=answer["summary"],
+            rolling_size=answer["rolling_size"],
+            retain_divisor=answer["retain_divisor"],
+            idle=answer["idle"],
+        )
 
-    def context(self) -> _Call:
-        return _Call("GET", f"{self.prefix}/context")
+    def context(self, domains: Sequence[Domain | str]) -> _Call:
+        return _Call("GET", f"{self.prefix}/context", params={"domain": _domains(domains)})
 
     @staticmethod
     def blocks(answer: dict[str, Any]) -> list[ResolvedBlock]:
         return [ResolvedBlock.from_dict(b) for b in answer["blocks"]]
 
-    def context_xml(self) -> _Call:
-        return _Call("GET", f"{self.prefix}/context", params={"format": "xml"})
+    def context_xml(self, domains: Sequence[Domain | str]) -> _Call:
+        params = {"format": "xml", "domain": _domains(domains)}
+        return _Call("GET", f"{self.prefix}/context", params=params)
 
     def window(self) -> _Call:
         return _Call("GET", f"{self.prefix}/window")
@@ -147,8 +160,10 @@ class _Requests:
         speaker: str | None,
         unit: str | None,
         metadata: Mapping[str, Any] | None,
+        activate: bool,
     ) -> _Call:
         body = {"query": query, "k": k, "since": since, "until": until, "dates": dates}
+        body["activate"] = activate
         kept = {"topic": topic, "role": role, "speaker": speaker, "unit": unit}
         extra = {} if metadata is None else {"metadata": dict(metadata)}
         return _Call("POST", f"{self.prefix}/recall", body | kept | extra)
@@ -174,6 +189,10 @@ class _Requests:
 
     def topics(self, limit: int) -> _Call:
         return _Call("GET", f"{self.prefix}/topics", params={"limit": limit})
+
+
+def _domains(domains: Sequence[Domain | str]) -> list[str]:
+    return [d.value if isinstance(d, Domain) else str(d) for d in domains]
 
 
 def _headers(key: str | None) -> dict[str, str]:
@@ -226,18 +245,22 @@ class MemoryClient:
         )
         return self._requests.turn(self._json(call))
 
-    def record_messages(self, messages: Sequence[Message]) -> None:
-        self._send(self._requests.record_messages(messages))
+    def record_messages(
+        self, messages: Sequence[Message], *, interaction: int | None = None
+    ) -> int:
+        """Record messages as they are; returns the window's length right after."""
+        call = self._requests.record_messages(messages, interaction)
+        return int(self._json(call)["window_length"])
 
-    def roll_now(self) -> MemorySlice | None:
-        """Roll now; the slice made, or None (too little to roll)."""
-        return self._requests.rolled(self._json(self._requests.roll_now()))
+    def roll_now(self, *, idle: bool = False, through: str | None = None) -> RollingResult | None:
+        """Roll now; what the rolling made, or None (too little to roll)."""
+        return self._requests.rolled(self._json(self._requests.roll_now(idle, through)))
 
-    def context(self) -> list[ResolvedBlock]:
-        return self._requests.blocks(self._json(self._requests.context()))
+    def context(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> list[ResolvedBlock]:
+        return self._requests.blocks(self._json(self._requests.context(domains)))
 
-    def context_xml(self) -> str:
-        return self._send(self._requests.context_xml()).text
+    def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
+        return self._send(self._requests.context_xml(domains)).text
 
     def window(self) -> list[WindowMessage]:
         """The window, oldest first, each message with its interaction's time."""
@@ -256,6 +279,7 @@ class MemoryClient:
         speaker: str | None = None,
         unit: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        activate: bool = True,
     ) -> RecallResult:
         call = self._requests.recall(
             query,
@@ -268,6 +292,7 @@ class MemoryClient:
             speaker=speaker,
             unit=unit,
             metadata=metadata,
+            activate=activate,
         )
         return RecallResult.from_dict(self._json(call))
 
@@ -350,17 +375,24 @@ class AsyncMemoryClient:
         )
         return self._requests.turn(await self._json(call))
 
-    async def record_messages(self, messages: Sequence[Message]) -> None:
-        await self._send(self._requests.record_messages(messages))
+    async def record_messages(
+        self, messages: Sequence[Message], *, interaction: int | None = None
+    ) -> int:
+        call = self._requests.record_messages(messages, interaction)
+        return int((await self._json(call))["window_length"])
 
-    async def roll_now(self) -> MemorySlice | None:
-        return self._requests.rolled(await self._json(self._requests.roll_now()))
+    async def roll_now(
+        self, *, idle: bool = False, through: str | None = None
+    ) -> RollingResult | None:
+        return self._requests.rolled(await self._json(self._requests.roll_now(idle, through)))
 
-    async def context(self) -> list[ResolvedBlock]:
-        return self._requests.blocks(await self._json(self._requests.context()))
+    async def context(
+        self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS
+    ) -> list[ResolvedBlock]:
+        return self._requests.blocks(await self._json(self._requests.context(domains)))
 
-    async def context_xml(self) -> str:
-        return (await self._send(self._requests.context_xml())).text
+    async def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
+        return (await self._send(self._requests.context_xml(domains))).text
 
     async def window(self) -> list[WindowMessage]:
         return self._requests.window_messages(await self._json(self._requests.window()))
@@ -378,6 +410,7 @@ class AsyncMemoryClient:
         speaker: str | None = None,
         unit: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        activate: bool = True,
     ) -> RecallResult:
         call = self._requests.recall(
             query,
@@ -390,6 +423,7 @@ class AsyncMemoryClient:
             speaker=speaker,
             unit=unit,
             metadata=metadata,
+            activate=activate,
         )
         return RecallResult.from_dict(await self._json(call))
 
@@ -417,11 +451,15 @@ class AsyncMemoryClient:
         answer = await self._json(self._requests.topics(limit))
         return [TopicCount.from_dict(t) for t in answer["topics"]]
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         await self._http.aclose()
+
+    async def aclose(self) -> None:
+        """`close`, under httpx's name for it."""
+        await self.close()
 
     async def __aenter__(self) -> AsyncMemoryClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+        await self.close()

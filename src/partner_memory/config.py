@@ -5,14 +5,17 @@ summarises (`LLMSettings`, None offline), every number of rolling
 (`RollingSettings`, PARTNER_MEMORY_ROLLING_*) and which embedder recall
 uses (`EmbeddingSettings`) and where this host keeps its recall indexes
 (`RecallIndexSettings`), each validated with an error
-naming the variable. The CLI, `PartnerMemory.open` and `MemoryService.open`
-all read it, so one environment means the same thing everywhere.
+naming the variable. Every entry point - `PartnerMemory.open`,
+`MemoryService.open`, their asyncio twins, each CLI command, `serve` and
+`inspect` - builds its service from `runtime_options()`, so one environment
+means the same thing everywhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.replicas import RecallIndexSettings
@@ -38,3 +41,13 @@ class Settings:
             embeddings=EmbeddingSettings.from_env(environ),
             recall_index=RecallIndexSettings.from_env(environ),
         )
+
+    def runtime_options(self) -> dict[str, Any]:
+        """The keyword options of a service (`MemoryRuntime`, `PartnerMemory`) these
+        settings describe: the LLM, rolling's numbers, the embedder, the index's home."""
+        return {
+            "llm": self.llm,
+            "settings": self.rolling,
+            "embeddings": self.embeddings,
+            "recall_index": self.recall_index,
+        }

@@ -17,12 +17,13 @@ from types import TracebackType
 from typing import Any
 
 from partner_memory.clock import Clock, system_clock
-from partner_memory.context import Domain, ResolvedBlock, render_xml
+from partner_memory.context import DEFAULT_DOMAINS, Domain, ResolvedBlock, render_xml
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message, RollingTotals, WindowMessage, check_limit
 from partner_memory.namespace_context import NamespaceContext
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.filters import RecallFilter
+from partner_memory.recall.replicas import RecallIndexSettings
 from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.rolling import (
     AfterRolling,
@@ -43,7 +44,7 @@ from partner_memory.store.capabilities import TopicStore
 from partner_memory.store.staged import StoredRecord
 from partner_memory.trajectory import Trajectory, Turn
 
-DEFAULT_DOMAINS = (Domain.COMMUNICATION, Domain.MEMORY)
+__all__ = ["DEFAULT_DOMAINS", "PartnerMemory"]
 
 
 class PartnerMemory:
@@ -72,11 +73,13 @@ class PartnerMemory:
         owns_store: bool = False,
         create: bool = True,
         embeddings: EmbeddingSettings | None = None,
+        recall_index: RecallIndexSettings | None = None,
     ) -> None:
         """A memory with a service of its own (one rolling worker), closed with it."""
         service = MemoryRuntime(
             store,
             embeddings=embeddings,
+            recall_index=recall_index,
             llm=llm,
             summarizers=summarizers,
             compressor=compressor,
@@ -127,13 +130,13 @@ class PartnerMemory:
         **options: Any,
     ) -> PartnerMemory:
         """Open from settings: `database`/`namespace` or PARTNER_MEMORY_DB/_NAMESPACE, and
-        the LLM from PARTNER_MEMORY_LLM_* (offline summaries when none is configured)."""
+        the rest of the environment (`Settings.runtime_options`: the LLM, or offline
+        summaries, rolling's numbers, the embedder, the recall index's home)."""
         from partner_memory.config import Settings
 
         env = Settings.from_env()
         store = env.store.open(database)
-        options.setdefault("llm", env.llm)
-        options.setdefault("settings", env.rolling)
+        options = env.runtime_options() | options
         try:
             return cls(store, namespace or env.store.namespace, owns_store=True, **options)
         except BaseException:

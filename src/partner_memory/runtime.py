@@ -178,10 +178,7 @@ class MemoryRuntime:
 
         env = Settings.from_env()
         store = env.store.open(database)
-        options.setdefault("llm", env.llm)
-        options.setdefault("settings", env.rolling)
-        options.setdefault("embeddings", env.embeddings)
-        options.setdefault("recall_index", env.recall_index)
+        options = env.runtime_options() | options
         try:
             return cls(store, owns_store=True, **options)
         except BaseException:

@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from partner_memory.cli import render
 from partner_memory.cli.errors import reported
+from partner_memory.config import Settings
 from partner_memory.core import MAX_PAGE_SIZE, MemoryCore
 from partner_memory.documents import namespaces_document, slice_document, unit_document
 from partner_memory.errors import InvalidInputError
@@ -89,16 +90,21 @@ def opened_store(db: str, *, write: bool) -> Iterator[MemoryStore]:
 @contextmanager
 def opened_service(db: str) -> Iterator[MemoryService]:
     """A service over a writable store for one command (no idle timer), closed after."""
-    with opened_store(db, write=True) as store, MemoryService(store, idle_timer=False) as service:
+    options = Settings.from_env().runtime_options()
+    with (
+        opened_store(db, write=True) as store,
+        MemoryService(store, idle_timer=False, **options) as service,
+    ):
         yield service
 
 
 @contextmanager
 def opened_memory(db: str, namespace: str, *, write: bool) -> Iterator[PartnerMemory]:
     """An existing namespace's memory for one command (no idle timer), closed after."""
+    options = Settings.from_env().runtime_options()
     with (
         opened_store(db, write=write) as store,
-        PartnerMemory(store, namespace, idle_timer=False, create=False) as memory,
+        PartnerMemory(store, namespace, idle_timer=False, create=False, **options) as memory,
     ):
         yield memory
 

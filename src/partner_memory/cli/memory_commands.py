@@ -110,9 +110,7 @@ def _ingest_all(
 ) -> list[IngestReport]:
     env = Settings.from_env()
     clock = ReplayClock()
-    memory = PartnerMemory(
-        store, namespace, llm=env.llm, settings=env.rolling, clock=clock, idle_timer=False
-    )
+    memory = PartnerMemory(store, namespace, clock=clock, idle_timer=False, **env.runtime_options())
     before = memory.stats().fallbacks
     reports = []
     try:
@@ -251,7 +249,7 @@ def chat(
                 "chat needs an LLM: set PARTNER_MEMORY_LLM_BASE_URL and PARTNER_MEMORY_LLM_MODEL"
             )
         with opened_store(db, write=True) as store:
-            memory = PartnerMemory(store, namespace, llm=settings, settings=env.rolling)
+            memory = PartnerMemory(store, namespace, **env.runtime_options())
             client = ChatClient(settings)
             interactive = sys.stdin.isatty()
             if interactive:

@@ -28,6 +28,10 @@ class Domain(StrEnum):
     COMMUNICATION = "COMMUNICATION"
 
 
+#: The domains an agent's context is read in when none are named: talk, then memory.
+DEFAULT_DOMAINS = (Domain.COMMUNICATION, Domain.MEMORY)
+
+
 class Urgency(StrEnum):
     LOW = "LOW"
     NORMAL = "NORMAL"

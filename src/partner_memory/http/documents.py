@@ -129,6 +129,7 @@ class TurnDoc(Doc):
 class MessagesDoc(Doc):
     namespace: str
     messages: list[MessageOut]
+    window_length: int
 
 
 class RollDoc(Doc):
@@ -136,6 +137,12 @@ class RollDoc(Doc):
     rolled: bool
     unit_id: str | None
     slice: SliceOut | None
+    unit: UnitOut | None
+    increment_messages: list[MessageOut]
+    summary: str | None
+    rolling_size: int | None
+    retain_divisor: int | None
+    idle: bool
 
 
 class SessionDoc(Doc):

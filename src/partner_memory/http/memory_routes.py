@@ -69,20 +69,46 @@ def record_messages(namespace: Ns, body: MessagesIn, access: Served, key: Caller
         else Message(m.role, m.content, id=m.id, timestamp=m.timestamp, metadata=m.metadata)
         for m in body.messages
     ]
-    access.memory(name, create=True).record_messages(given)
-    return {"namespace": name, "messages": plain(given)}
+    length = access.memory(name, create=True).record_messages(given, interaction=body.interaction)
+    return {"namespace": name, "messages": plain(given), "window_length": length}
 
 
 @router.post("/v1/namespaces/{namespace}/roll", tags=["write"], response_model=RollDoc)
-def roll(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
-    """Roll the window now; `rolled` is false when there was too little to roll."""
+def roll(
+    namespace: Ns,
+    access: Served,
+    key: Caller,
+    idle: bool = False,
+    through: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+) -> dict[str, Any]:
+    """Roll the window now; `rolled` is false when there was too little to roll. `idle`
+    rolls all of it and starts a new session; `through` rolls up to that message id."""
     name = access.allowed(key, namespace, "write")
-    result = access.memory(name).roll_now()
+    result = access.memory(name).roll_now(idle=idle, through=through)
+    if result is None:
+        return {
+            "namespace": name,
+            "rolled": False,
+            "unit_id": None,
+            "slice": None,
+            "unit": None,
+            "increment_messages": [],
+            "summary": None,
+            "rolling_size": None,
+            "retain_divisor": None,
+            "idle": idle,
+        }
     return {
         "namespace": name,
-        "rolled": result is not None,
-        "unit_id": None if result is None else result.memory_unit.id,
-        "slice": None if result is None else result.memory_slice.to_dict(),
+        "rolled": True,
+        "unit_id": result.memory_unit.id,
+        "slice": result.memory_slice.to_dict(),
+        "unit": result.memory_unit.to_dict(),
+        "increment_messages": plain(list(result.increment_messages)),
+        "summary": result.summary,
+        "rolling_size": result.rolling_size,
+        "retain_divisor": result.retain_divisor,
+        "idle": result.idle,
     }
 
 

@@ -49,6 +49,9 @@ class MessageIn(Body):
 
 class MessagesIn(Body):
     messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
+    interaction: int | None = Field(
+        default=None, ge=0, le=MAX_MS, description="The time of the interaction (ms)."
+    )
 
 
 class RecallIn(Body):
@@ -65,6 +68,10 @@ class RecallIn(Body):
         default=None,
         max_length=MAX_METADATA_KEYS,
         description="Only messages whose metadata holds each key with this value (as JSON).",
+    )
+    activate: bool = Field(
+        default=False,
+        description="Put what was found into the namespace's context (needs a write key).",
     )
 
 

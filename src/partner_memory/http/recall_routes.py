@@ -25,8 +25,9 @@ router = APIRouter(responses=ERRORS)
 @router.post("/v1/namespaces/{namespace}/recall", tags=["recall"], response_model=RecallDoc)
 def recall(namespace: Ns, body: RecallIn, access: Served, key: Caller) -> dict[str, Any]:
     """The messages that best match the query, with the slices that hold them (by words,
-    meaning, a date in the query, or a topic), kept to a role, speaker, unit or metadata."""
-    name = access.allowed(key, namespace, "read")
+    meaning, a date in the query, or a topic), kept to a role, speaker, unit or metadata;
+    with `activate`, what was found enters the namespace's context (a write)."""
+    name = access.allowed(key, namespace, "write" if body.activate else "read")
     found = access.memory(name).recall(
         body.query,
         k=body.k,
@@ -38,7 +39,7 @@ def recall(namespace: Ns, body: RecallIn, access: Served, key: Caller) -> dict[s
         speaker=body.speaker,
         unit=body.unit,
         metadata=body.metadata,
-        activate=False,
+        activate=body.activate,
     )
     return recall_document(name, found)
 

@@ -12,6 +12,7 @@ import logging
 import os
 from collections.abc import Sequence
 
+from partner_memory.config import Settings
 from partner_memory.errors import ConfigurationError
 from partner_memory.http import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_MAX_BODY
 from partner_memory.http.app import ASGIApp, create_app
@@ -64,7 +65,7 @@ def app_from_env() -> ASGIApp:
     """The app of one worker: the database and settings of the environment."""
     max_body = int(os.environ.get(_MAX_BODY_VARIABLE, DEFAULT_MAX_BODY))
     hosts = HostPolicy.from_env_value(os.environ.get(_HOSTS_VARIABLE, "*"))
-    service = MemoryService.open(StoreSettings.from_env().database)
+    service = MemoryService.open()  # PARTNER_MEMORY_DB and the rest of the environment
     return create_app(service, max_body=max_body, hosts=hosts, owns_service=True)
 
 
@@ -117,8 +118,9 @@ def inspect(database: str, port: int, *, browser: bool, allowed_hosts: Sequence[
     import uvicorn
 
     hosts = HostPolicy.for_serving("127.0.0.1", port, allowed_hosts)
-    store = StoreSettings.from_env().open(database, read_only=True)
-    service = MemoryService(store, owns_store=True, idle_timer=False)
+    env = Settings.from_env()
+    store = env.store.open(database, read_only=True)
+    service = MemoryService(store, owns_store=True, idle_timer=False, **env.runtime_options())
     url = f"http://127.0.0.1:{port}/"
     if browser:
         threading.Timer(1.0, webbrowser.open, args=(url,)).start()

@@ -43,7 +43,7 @@ def _keys(text: str) -> set[str]:
 
 
 def documented_commands() -> dict[str, set[str]]:
-    rows = re.findall(r"^\| `([a-z-]+)[^`]*` \| (.+) \|$", DOC, re.MULTILINE)
+    rows = re.findall(r"^\| `([a-z][a-z-]*(?: [a-z][a-z-]*)*)[^`]*` \| (.+) \|$", DOC, re.MULTILINE)
     return {command: _keys(keys) for command, keys in rows}
 
 
@@ -109,6 +109,25 @@ def documents(store_url: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
     out["stats"] = run("stats", *db, "-n", "agent")
     out["export-partner"] = run("export-partner", str(tmp_path / "out"), *db, "-n", "agent")
     out["copy"] = run("copy", store_url, str(tmp_path / "copy.db"))
+    out["reindex"] = run("reindex", *db, "-n", "agent")
+    # what changes memory, on a namespace of its own
+    spare = [*db, "-n", "spare"]
+    run("ingest", str(SAMPLE), *spare)
+    out["roll"] = run("roll", "--idle", *spare)
+    unit, other = (u["id"] for u in run("units", *spare)["units"][:2])
+    shown = run("show", unit, "--messages", *spare)
+    message = shown["messages"][-1]["id"]
+    out["forget message"] = run("forget", "message", message, *spare)
+    slice_id = shown["slices"][0]["id"]
+    out["forget slice"] = run("forget", "slice", unit, slice_id[:8], *spare)
+    out["forget unit"] = run("forget", "unit", other[:8], *spare)
+    out["forget namespace"] = run("forget", "namespace", "--yes", *spare)
+    out["purge"] = run("purge", *db)
+    made = runner.invoke(
+        app, ["keys", "create", "--namespaces", "*", "--scope", "read", *db, "--json"]
+    )
+    assert made.exit_code == 0, made.output
+    out["keys revoke"] = run("keys", "revoke", json.loads(made.output)["key"]["id"], *db)
     return out
 
 
@@ -155,6 +174,13 @@ def test_documents_say_what_is_stored(documents: dict[str, dict[str, Any]]) -> N
         ingest["transcripts"][1]["message_count"],
     ]
     assert ingest["unit_count"] == documents["stats"]["unit_count"]
+    assert documents["reindex"]["message_count"] == sum(
+        u["message_count"] for u in documents["copy"]["namespaces"]
+    )
+    assert documents["forget message"]["message_count"] == 1
+    assert len(documents["forget unit"]["unit_id"]) == 36  # the whole id its prefix named
+    roll = documents["roll"]
+    assert roll["rolled"] == (roll["slice"] is not None) == (roll["unit"] is not None)
     copied = documents["copy"]
     assert [n["namespace"] for n in copied["namespaces"]] == ["agent"]
     assert copied["unit_count"] == copied["namespaces"][0]["unit_count"] == units["total"]

@@ -1,6 +1,7 @@
-"""The library leaves the host application's logging alone: importing it and using
-recall (which loads the static embedding model, whose import configures logging)
-changes neither the root logger's handlers nor its level."""
+"""The library leaves the host application's logging alone: importing it, using recall
+(which loads the static embedding model, whose import configures logging) and serving
+HTTP with MCP (whose SDK configures it when a server is built) change neither the
+root logger's handlers nor its level."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ from partner_memory import PartnerMemory, open_store
 with PartnerMemory(open_store(sys.argv[1]), "host", idle_timer=False) as memory:
     memory.record_turn("I'm off to Kyoto in April.", "Book early!")
     assert memory.recall("where am I travelling?").hits
+from starlette.testclient import TestClient
+from partner_memory.http.app import create_app
+from partner_memory.service import MemoryService
+app = create_app(MemoryService.open(sys.argv[1]), owns_service=True)
+with TestClient(app, base_url="http://127.0.0.1") as client:
+    assert client.get("/healthz").status_code == 200
 after = (list(root.handlers), root.level)
 print(before == after, after)
 """

@@ -64,6 +64,14 @@ def test_memory_over_http_end_to_end(server: Server) -> None:
         shown = client.get(f"/v1/namespaces/{NS}/units/{unit_id}/slices/{slice_id}").json()
         assert shown["slice"]["id"] == slice_id
         assert any("Luna" in m["content"] for m in shown["messages"])
+        # the short ids the command line takes (an unambiguous prefix)
+        short = client.get(f"/v1/namespaces/{NS}/units/{unit_id[:8]}/slices/{slice_id[:6]}")
+        assert short.json() == shown
+        assert (
+            client.get(f"/v1/namespaces/{NS}/units/{unit_id[:8]}").json()["unit"]["id"] == unit_id
+        )
+        nothing = client.get(f"/v1/namespaces/{NS}/units/zzzz")
+        assert (nothing.status_code, nothing.json()["error"]["code"]) == (404, "not_found")
         found = client.post(f"/v1/namespaces/{NS}/recall", json={"query": "cat name", "k": 3})
         assert found.status_code == 200
         luna = found.json()["hits"][0]["message"]
@@ -94,7 +102,9 @@ def test_memory_over_http_end_to_end(server: Server) -> None:
         assert all("Luna" not in h["message"]["content"] for h in again["hits"])
         shown = client.get(f"/v1/namespaces/{NS}/units/{unit_id}/slices/{slice_id}").json()
         assert all("Luna" not in m["content"] for m in shown["messages"])
-        assert client.delete(f"/v1/namespaces/{NS}/units/{unit_id}").status_code == 200
+        assert (
+            client.delete(f"/v1/namespaces/{NS}/units/{unit_id[:8]}").json()["unit_id"] == unit_id
+        )
         assert client.get(f"/v1/namespaces/{NS}/units/{unit_id}").status_code == 404
         assert client.delete(f"/v1/namespaces/{NS}").status_code == 200
         assert client.get("/v1/namespaces").json()["namespaces"] == []
@@ -242,6 +252,20 @@ def test_a_restricted_key_pages_through_its_own_namespaces(database: str) -> Non
             assert client.get("/v1/namespaces").status_code == 401
     finally:
         server.stop()
+
+
+def test_serve_says_where_it_listens_and_its_docs_need_no_network(database: str) -> None:
+    running = Server(database)
+    try:
+        with running.client() as client:
+            html = client.get("/docs")
+            assert html.status_code == 200
+            assert "http" not in html.text.replace(running.url, "")  # nothing from elsewhere
+            script = client.get("/static-offline-docs/swagger-ui-bundle.js")
+            assert (script.status_code, "SwaggerUIBundle" in script.text) == (200, True)
+    finally:
+        said = running.stop()
+    assert f"on {running.url}/" in said
 
 
 def test_serve_refuses_what_would_not_be_safe_or_work(database: str) -> None:

@@ -13,6 +13,7 @@ from partner_memory.context.workspace import ResolvedBlock
 from partner_memory.core import MemoryCore
 from partner_memory.model import NamespaceInfo, WindowMessage, plain
 from partner_memory.recall.results import RecallResult, TopicCount
+from partner_memory.rolling.after_rolling import RollingResult
 
 
 def unit_document(core: MemoryCore, unit_id: str, *, messages: bool) -> dict[str, Any]:
@@ -72,3 +73,33 @@ def topics_document(namespace: str, found: Sequence[TopicCount]) -> dict[str, An
 def window_document(namespace: str, window: Sequence[WindowMessage]) -> dict[str, Any]:
     """The window, oldest first: each message with its interaction's time."""
     return {"namespace": namespace, "messages": plain(window)}
+
+
+def rolling_document(namespace: str, result: RollingResult | None, *, idle: bool) -> dict[str, Any]:
+    """What a rolling made (`roll`, POST .../roll); `rolled` false, and nothing made,
+    when the window held too little to roll."""
+    if result is None:
+        return {
+            "namespace": namespace,
+            "rolled": False,
+            "unit_id": None,
+            "slice": None,
+            "unit": None,
+            "increment_messages": [],
+            "summary": None,
+            "rolling_size": None,
+            "retain_divisor": None,
+            "idle": idle,
+        }
+    return {
+        "namespace": namespace,
+        "rolled": True,
+        "unit_id": result.memory_unit.id,
+        "slice": result.memory_slice.to_dict(),
+        "unit": result.memory_unit.to_dict(),
+        "increment_messages": plain(list(result.increment_messages)),
+        "summary": result.summary,
+        "rolling_size": result.rolling_size,
+        "retain_divisor": result.retain_divisor,
+        "idle": result.idle,
+    }

@@ -21,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from partner_memory.documents import recall_document, slice_document, window_document
 from partner_memory.errors import PartnerMemoryError
+from partner_memory.host_logging import root_logging_kept
 from partner_memory.memory import PartnerMemory
 from partner_memory.service import MemoryService
 
@@ -63,7 +64,8 @@ def one_namespace(service: MemoryService, namespace: str) -> Target:
 
 def build_server(target: Target) -> MCPServer:
     """An MCP server whose tools act on the handles `target` gives."""
-    server = MCPServer(name="partner-memory", instructions=INSTRUCTIONS)
+    with root_logging_kept():  # the SDK's constructor configures the root logger
+        server = MCPServer(name="partner-memory", instructions=INSTRUCTIONS)
 
     @server.tool(
         description="Store one exchange: what the user said and what you answered. Call it"

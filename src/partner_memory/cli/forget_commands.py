@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from partner_memory.cli import render
-from partner_memory.cli.app import Db, Namespace, app, opened_memory, opened_service
+from partner_memory.cli.app import Db, Json, Namespace, app, opened_memory, opened_service
 from partner_memory.cli.errors import reported
 from partner_memory.errors import InvalidInputError
 from partner_memory.memory import PartnerMemory
@@ -36,27 +36,40 @@ Purge = Annotated[
 
 
 @contextmanager
-def _memory(db: str, namespace: str, purge: bool = False) -> Iterator[PartnerMemory]:
-    """The namespace's memory over a writable store, errors reported; purged after."""
+def _memory(
+    db: str, namespace: str, purge: bool, as_json: bool, said: dict[str, Any]
+) -> Iterator[PartnerMemory]:
+    """The namespace's memory over a writable store, errors reported; purged after.
+    The command fills `said` with its document and `text` with its line."""
     with reported(), opened_memory(db, namespace, write=True) as memory:
         yield memory
+        document = {"namespace": namespace} | said
+        text = document.pop("text")
         if purge:
-            _purged(memory.service)
+            document["purged"] = _purged(memory.service, quiet=as_json)
+        if as_json:
+            render.print_json(document)
+        else:
+            render.console.print(text)
 
 
-def _purged(service: MemoryRuntime) -> None:
+def _purged(service: MemoryRuntime, *, quiet: bool = False) -> list[str]:
     started = time.monotonic()
     rewritten = service.purge()
     took = time.monotonic() - started
-    render.console.print(f"purged {', '.join(rewritten)} in {took:.1f} s")
+    if not quiet:
+        render.console.print(f"purged {', '.join(rewritten)} in {took:.1f} s")
+    return rewritten
 
 
 @app.command()
-def purge(db: Db = DEFAULT_DATABASE) -> None:
+def purge(db: Db = DEFAULT_DATABASE, as_json: Json = False) -> None:
     """Remove forgotten text from the database files: on PostgreSQL a forget leaves old
     row versions there until the tables are rewritten (schedule this in a quiet hour)."""
     with reported(), opened_service(db) as service:
-        _purged(service)
+        rewritten = _purged(service, quiet=as_json)
+        if as_json:
+            render.print_json({"purged": rewritten})
 
 
 @forget.command("message")
@@ -65,11 +78,13 @@ def forget_message(
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
     purge: Purge = False,
+    as_json: Json = False,
 ) -> None:
     """Forget messages; the slices that held them are summarised again from the rest."""
-    with _memory(db, namespace, purge) as memory:
+    said: dict[str, Any] = {}
+    with _memory(db, namespace, purge, as_json, said) as memory:
         count = memory.forget_messages(message_ids)
-        render.console.print(f"forgot {count} message(s) in {namespace!r}")
+        said |= {"message_count": count, "text": f"forgot {count} message(s) in {namespace!r}"}
 
 
 @forget.command("slice")
@@ -81,13 +96,20 @@ def forget_slice(
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
     purge: Purge = False,
+    as_json: Json = False,
 ) -> None:
     """Forget a slice: its summary and every message it covers."""
-    with _memory(db, namespace, purge) as memory:
+    said: dict[str, Any] = {}
+    with _memory(db, namespace, purge, as_json, said) as memory:
         unit = memory.core.resolve_unit_id(unit)
         slice_id = memory.core.resolve_slice_id(unit, slice_id)
         count = memory.forget_slice(unit, slice_id)
-        render.console.print(f"forgot slice {slice_id} and its {count} message(s)")
+        said |= {
+            "unit_id": unit,
+            "slice_id": slice_id,
+            "message_count": count,
+            "text": f"forgot slice {slice_id} and its {count} message(s)",
+        }
 
 
 @forget.command("unit")
@@ -96,12 +118,14 @@ def forget_unit(
     db: Db = DEFAULT_DATABASE,
     namespace: Namespace = DEFAULT_NAMESPACE,
     purge: Purge = False,
+    as_json: Json = False,
 ) -> None:
     """Forget a whole unit (one memory session) with its slices."""
-    with _memory(db, namespace, purge) as memory:
+    said: dict[str, Any] = {}
+    with _memory(db, namespace, purge, as_json, said) as memory:
         unit = memory.core.resolve_unit_id(unit)
         memory.forget_unit(unit)
-        render.console.print(f"forgot unit {unit}")
+        said |= {"unit_id": unit, "text": f"forgot unit {unit}"}
 
 
 @forget.command("namespace")
@@ -110,11 +134,13 @@ def forget_namespace(
     namespace: Namespace = DEFAULT_NAMESPACE,
     yes: Annotated[bool, typer.Option("--yes", help="Really forget all of it.")] = False,
     purge: Purge = False,
+    as_json: Json = False,
 ) -> None:
     """Forget a namespace and everything in it."""
     if not yes:
         with reported():
             raise InvalidInputError(f"forgetting all of {namespace!r} needs --yes")
-    with _memory(db, namespace, purge) as memory:
+    said: dict[str, Any] = {}
+    with _memory(db, namespace, purge, as_json, said) as memory:
         memory.service.forget_namespace(namespace)
-        render.console.print(f"forgot namespace {namespace!r}")
+        said["text"] = f"forgot namespace {namespace!r}"

@@ -20,7 +20,12 @@ from partner_memory.cli.errors import reported
 from partner_memory.config import Settings
 from partner_memory.context import Domain
 from partner_memory.core import MemoryCore
-from partner_memory.documents import context_document, stats_document, window_document
+from partner_memory.documents import (
+    context_document,
+    rolling_document,
+    stats_document,
+    window_document,
+)
 from partner_memory.errors import ConfigurationError, InvalidInputError, LLMError, NotFoundError
 from partner_memory.ingest import (
     IngestReport,
@@ -198,6 +203,34 @@ def window(
             render.print_json(window_document(namespace, held))
         else:
             render.console.print(render.window_table(held))
+
+
+@app.command()
+def roll(
+    db: Db = DEFAULT_DATABASE,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    idle: Annotated[
+        bool, typer.Option("--idle", help="Roll all of the window and start a new session.")
+    ] = False,
+    through: Annotated[
+        str | None, typer.Option(help="Roll only up to this message id.", show_default=False)
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Roll the window into a slice now (rolling also happens on its own: at 72
+    messages, or after an hour idle)."""
+    with reported(), opened_memory(db, namespace, write=True) as memory:
+        result = memory.roll_now(idle=idle, through=through)
+        if as_json:
+            render.print_json(rolling_document(namespace, result, idle=idle))
+        elif result is None:
+            render.console.print(f"nothing to roll in {namespace!r}")
+        else:
+            made = result.memory_slice
+            render.console.print(
+                f"rolled {made.end_index - made.start_index} message(s) into slice"
+                f" {render.short(made.id)} of unit {render.short(result.memory_unit.id)}"
+            )
 
 
 @app.command()

@@ -137,8 +137,13 @@ def topics(
 
 
 @app.command()
-def reindex(db: Db = DEFAULT_DATABASE, namespace: Namespace = DEFAULT_NAMESPACE) -> None:
+def reindex(
+    db: Db = DEFAULT_DATABASE, namespace: Namespace = DEFAULT_NAMESPACE, as_json: Json = False
+) -> None:
     """Rebuild a namespace's recall index from its units (the units are the truth)."""
     with reported(), opened_memory(db, namespace, write=True) as memory:
         count = memory.service.reindex(namespace)
+        if as_json:
+            render.print_json({"namespace": namespace, "message_count": count})
+            return
         render.console.print(f"reindexed {namespace!r}: {count:,} messages")

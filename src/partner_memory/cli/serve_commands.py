@@ -126,10 +126,14 @@ def list_keys(db: Db = DEFAULT_DATABASE, as_json: Json = False) -> None:
 def revoke_key(
     key_id: Annotated[str, typer.Argument(metavar="ID", help="The key's id (`keys list`).")],
     db: Db = DEFAULT_DATABASE,
+    as_json: Json = False,
 ) -> None:
     """Revoke a key: every worker refuses it from the next request on."""
     with reported(), opened_store(db, write=True) as store:
         KeyRing(store).revoke(key_id)
+        if as_json:
+            render.print_json({"key_id": key_id, "revoked": True})
+            return
         render.console.print(f"revoked {key_id}")
 
 

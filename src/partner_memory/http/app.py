@@ -22,6 +22,7 @@ import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
@@ -141,7 +142,10 @@ def create_app(
         if owns_service:
             service.close()  # waits for rollings in flight
 
-    api = FastAPI(
+    # /docs with Swagger UI's script served from here, not a CDN: it works air-gapped
+    # (no /redoc: ReDoc still fetches its logo from its vendor)
+    api = FastAPIOffline(
+        redoc_url=None,
         title="partner-memory",
         version="1",
         description="Long-term memory for AI agents: record, roll, recall and forget.",

@@ -11,6 +11,7 @@ from partner_memory.context import Domain, render_xml
 from partner_memory.core import MAX_PAGE_SIZE
 from partner_memory.documents import (
     context_document,
+    rolling_document,
     slice_document,
     unit_document,
     window_document,
@@ -85,31 +86,7 @@ def roll(
     rolls all of it and starts a new session; `through` rolls up to that message id."""
     name = access.allowed(key, namespace, "write")
     result = access.memory(name).roll_now(idle=idle, through=through)
-    if result is None:
-        return {
-            "namespace": name,
-            "rolled": False,
-            "unit_id": None,
-            "slice": None,
-            "unit": None,
-            "increment_messages": [],
-            "summary": None,
-            "rolling_size": None,
-            "retain_divisor": None,
-            "idle": idle,
-        }
-    return {
-        "namespace": name,
-        "rolled": True,
-        "unit_id": result.memory_unit.id,
-        "slice": result.memory_slice.to_dict(),
-        "unit": result.memory_unit.to_dict(),
-        "increment_messages": plain(list(result.increment_messages)),
-        "summary": result.summary,
-        "rolling_size": result.rolling_size,
-        "retain_divisor": result.retain_divisor,
-        "idle": result.idle,
-    }
+    return rolling_document(name, result, idle=idle)
 
 
 @router.post("/v1/namespaces/{namespace}/session/end", tags=["write"], response_model=SessionDoc)
@@ -183,9 +160,11 @@ def units(
 def unit(
     namespace: Ns, unit_id: str, access: Served, key: Caller, messages: bool = False
 ) -> dict[str, Any]:
-    """A unit and its slices (and with `messages`, its messages)."""
+    """A unit and its slices (and with `messages`, its messages); `unit_id` may be an
+    unambiguous prefix of the id, as on the command line."""
     name = access.allowed(key, namespace, "read")
-    return unit_document(access.memory(name).core, unit_id, messages=messages)
+    core = access.memory(name).core
+    return unit_document(core, core.resolve_unit_id(unit_id), messages=messages)
 
 
 @router.get(
@@ -196,6 +175,9 @@ def unit(
 def memory_slice(
     namespace: Ns, unit_id: str, slice_id: str, access: Served, key: Caller
 ) -> dict[str, Any]:
-    """A slice's summary beside the original messages it covers."""
+    """A slice's summary beside the original messages it covers (either id may be an
+    unambiguous prefix)."""
     name = access.allowed(key, namespace, "read")
-    return slice_document(access.memory(name).core, unit_id, slice_id)
+    core = access.memory(name).core
+    unit_id = core.resolve_unit_id(unit_id)
+    return slice_document(core, unit_id, core.resolve_slice_id(unit_id, slice_id))

@@ -64,9 +64,12 @@ def forget_messages(
 def forget_slice(
     namespace: Ns, unit_id: str, slice_id: str, access: Served, key: Caller
 ) -> dict[str, Any]:
-    """Forget a slice: its summary and every message it covers."""
+    """Forget a slice: its summary and every message it covers (either id may be an
+    unambiguous prefix)."""
     name = access.allowed(key, namespace, "admin")
-    count = access.memory(name).forget_slice(unit_id, slice_id)
+    memory = access.memory(name)
+    unit_id = memory.core.resolve_unit_id(unit_id)
+    count = memory.forget_slice(unit_id, memory.core.resolve_slice_id(unit_id, slice_id))
     return {"namespace": name, "message_count": count}
 
 
@@ -74,9 +77,11 @@ def forget_slice(
     "/v1/namespaces/{namespace}/units/{unit_id}", tags=["forget"], response_model=UnitForgottenDoc
 )
 def forget_unit(namespace: Ns, unit_id: str, access: Served, key: Caller) -> dict[str, Any]:
-    """Forget a whole unit (one memory session)."""
+    """Forget a whole unit (one memory session); `unit_id` may be an unambiguous prefix."""
     name = access.allowed(key, namespace, "admin")
-    access.memory(name).forget_unit(unit_id)
+    memory = access.memory(name)
+    unit_id = memory.core.resolve_unit_id(unit_id)
+    memory.forget_unit(unit_id)
     return {"namespace": name, "unit_id": unit_id}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import sys
 from collections.abc import Sequence
 
 from partner_memory.config import Settings
@@ -61,6 +62,15 @@ def check_serving(database: str, host: str, workers: int, *, insecure: bool) -> 
         )
 
 
+def _announce(what: str, host: str, port: int, note: str) -> str:
+    """Say where the server listens (uvicorn's own lines are kept to warnings), on
+    stderr so a piped stdout stays the program's."""
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/"
+    print(f"partner-memory: {what} on {url} ({note})", file=sys.stderr, flush=True)
+    return url
+
+
 def app_from_env() -> ASGIApp:
     """The app of one worker: the database and settings of the environment."""
     max_body = int(os.environ.get(_MAX_BODY_VARIABLE, DEFAULT_MAX_BODY))
@@ -98,6 +108,7 @@ def serve(
     os.environ[_MAX_BODY_VARIABLE] = str(max_body)
     os.environ[_HOSTS_VARIABLE] = hosts.env_value()
     os.environ[_HEADER_VARIABLE] = str(header_timeout)
+    _announce("serving the memory API", host, port, "API docs at /docs")
     uvicorn.run(
         "partner_memory.http.serve:app_from_env",
         factory=True,
@@ -121,7 +132,7 @@ def inspect(database: str, port: int, *, browser: bool, allowed_hosts: Sequence[
     env = Settings.from_env()
     store = env.store.open(database, read_only=True)
     service = MemoryService(store, owns_store=True, idle_timer=False, **env.runtime_options())
-    url = f"http://127.0.0.1:{port}/"
+    url = _announce("the inspector", "127.0.0.1", port, "read-only")
     if browser:
         threading.Timer(1.0, webbrowser.open, args=(url,)).start()
     uvicorn.run(

@@ -27,7 +27,6 @@ another embedder searches by words only until `reindex` rebuilds them.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -201,15 +200,10 @@ def _import_wordllama() -> Any:
     """`import wordllama`, leaving the host's logging as it was: its import calls
     `logging.basicConfig(level=INFO)`, which would start printing the application's
     INFO records."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
+    from partner_memory.host_logging import root_logging_kept
+
+    with root_logging_kept():
         import wordllama
-    finally:
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-        root.setLevel(level)
     return wordllama
 
 

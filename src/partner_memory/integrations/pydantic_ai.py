@@ -1,0 +1,143 @@
+"""Pydantic AI: an agent capability that keeps the conversation in partner-memory.
+
+    from partner_memory.integrations.pydantic_ai import partner_memory_history
+    agent = Agent(model, capabilities=[partner_memory_history("user-7", db="memory.db")])
+    result = await agent.run("Where am I travelling?")
+
+The first argument (the user or conversation) is the namespace. Before a run
+it reads the window back (each message exactly as the run made it, kept in
+the message's metadata); each model request is sent the namespace's context
+(once something rolled: the summary, what recall found) as a system prompt,
+then that history, then the run's own messages; after the run, its new
+messages are recorded. What it does not do: give back the messages of rolled
+units (the summary stands for them), or merge a `message_history` the caller
+passes with the stored one (pass one or the other).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import RunContext
+
+from partner_memory.integrations.binding import BoundAdapter, Memory
+from partner_memory.model import Message, Role
+
+#: Where a message keeps the Pydantic AI message it was made from.
+MESSAGE_KEY = "pydantic_ai_message"
+
+
+@dataclasses.dataclass
+class PartnerMemoryHistory(BoundAdapter, AbstractCapability[Any]):
+    """Reads a namespace's window into each run and records what the run added."""
+
+    namespace: str
+    db: str | Path | None = None
+    memory: Memory | None = None
+    context: bool = True
+    _history: list[ModelMessage] = dataclasses.field(default_factory=list, repr=False)
+    _context: str = ""
+
+    def __post_init__(self) -> None:
+        self._bind(self.namespace, db=self.db, memory=self.memory, context=self.context)
+
+    async def for_run(self, ctx: RunContext[Any]) -> PartnerMemoryHistory:
+        # what one run read is its own (a capability is shared by the agent's runs); the
+        # copy shares the binding, so no service is opened per run
+        run = copy.copy(self)
+        run._history, run._context = [], ""
+        return run
+
+    async def before_run(self, ctx: RunContext[Any]) -> None:
+        def read() -> tuple[list[ModelMessage], str]:
+            return [model_message(m) for m in self._binding.window()], self._context_xml()
+
+        history, self._context = await asyncio.to_thread(read)
+        self._history = _from_a_prompt(history)
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        shown: list[ModelMessage] = []
+        if self._context:
+            shown.append(ModelRequest(parts=[SystemPromptPart(self._context)]))
+        request_context.messages = [*shown, *self._history, *request_context.messages]
+        return request_context
+
+    async def after_run(
+        self, ctx: RunContext[Any], *, result: AgentRunResult[Any]
+    ) -> AgentRunResult[Any]:
+        messages = [message_of(m) for m in result.new_messages()]
+        await asyncio.to_thread(self._binding.record, messages)
+        return result
+
+
+def partner_memory_history(
+    namespace: str,
+    *,
+    db: str | Path | None = None,
+    memory: Memory | None = None,
+    context: bool = True,
+) -> PartnerMemoryHistory:
+    """The capability for one user or conversation (`namespace`), from a database or over
+    a `MemoryService` / `MemoryClient` it leaves open."""
+    return PartnerMemoryHistory(namespace, db=db, memory=memory, context=context)
+
+
+def message_of(message: ModelMessage) -> Message:
+    """A Pydantic AI message as a partner-memory message: what it says, and itself."""
+    kept = ModelMessagesTypeAdapter.dump_python([message], mode="json")[0]
+    role: Role = "assistant" if isinstance(message, ModelResponse) else "user"
+    return Message(role, _text(message), metadata={MESSAGE_KEY: kept})
+
+
+def model_message(message: Message) -> ModelMessage:
+    """The Pydantic AI message a partner-memory message was made from (or, for one
+    recorded otherwise, its text as a prompt or a reply)."""
+    kept = message.metadata.get(MESSAGE_KEY)
+    if isinstance(kept, dict):
+        return ModelMessagesTypeAdapter.validate_python([kept])[0]
+    if message.role == "assistant":
+        return ModelResponse(parts=[TextPart(message.text)])
+    return ModelRequest(parts=[UserPromptPart(message.text)])
+
+
+def _text(message: ModelMessage) -> str:
+    said = []
+    for part in message.parts:
+        content = getattr(part, "content", None)
+        if isinstance(content, str):
+            said.append(content)
+        elif getattr(part, "part_kind", "") == "tool-call":
+            said.append(f"called {part.tool_name}({part.args_as_json_str()})")  # type: ignore[union-attr]
+        elif content is not None:
+            said.append(str(content))
+    return "\n".join(said)
+
+
+def _from_a_prompt(history: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """The history from its first user prompt: what rolling cut off before it (a tool's
+    return without its call) is left out, as a model refuses it."""
+    for i, message in enumerate(history):
+        if isinstance(message, ModelRequest) and any(
+            isinstance(p, UserPromptPart) for p in message.parts
+        ):
+            return list(history[i:])
+    return []

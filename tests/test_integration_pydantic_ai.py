@@ -1,0 +1,91 @@
+"""A Pydantic AI `Agent` with the `partner_memory_history` capability and an
+`OpenAIChatModel` served on loopback, on every SQL backend: each run shows the model
+what the runs before it said, after a restart and after rolling; two users stay
+apart; every message comes back exactly."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from partner_memory.service import MemoryService
+from tests.frameworks import Model, framework
+
+framework("pydantic_ai")
+
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.messages import (  # noqa: E402
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
+from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
+
+from partner_memory.integrations.pydantic_ai import (  # noqa: E402
+    message_of,
+    model_message,
+    partner_memory_history,
+)
+
+
+@pytest.fixture
+def model(fake_llm: Any) -> Model:
+    fake_llm.respond = Model()
+    return fake_llm.respond  # type: ignore[no-any-return]
+
+
+def _agent(fake_llm: Any, service: MemoryService, user: str) -> Agent[None, str]:
+    provider = OpenAIProvider(base_url=fake_llm.base_url, api_key="local")
+    return Agent(
+        OpenAIChatModel("local", provider=provider),
+        instructions="Be brief.",
+        capabilities=[partner_memory_history(user, memory=service)],
+    )
+
+
+def _ask(agent: Agent[None, str], text: str) -> str:
+    return asyncio.run(agent.run(text)).output
+
+
+def test_runs_survive_a_restart_and_rolling_and_stay_apart(
+    store_url: str, fake_llm: Any, model: Model
+) -> None:
+    with MemoryService.open(store_url) as service:
+        agent = _agent(fake_llm, service, "user-7")
+        assert _ask(agent, "My cat is called Luna") == "answer 1"
+        _ask(agent, "What is my cat called?")
+        assert "Luna" in model.seen[-1]
+        assert "answer 1" in model.seen[-1]
+        _ask(_agent(fake_llm, service, "user-8"), "What is my cat called?")
+        assert "Luna" not in model.seen[-1]
+
+    with MemoryService.open(store_url) as service:  # a restart
+        agent = _agent(fake_llm, service, "user-7")
+        _ask(agent, "Remind me of her name")
+        assert "Luna" in model.seen[-1]
+        assert service.memory("user-7").roll_now(idle=True) is not None
+        _ask(agent, "And her name again?")
+        assert "dialog_history" in model.seen[-1]
+        assert "Luna" in model.seen[-1]
+        service.memory("user-7").forget_all()
+        _ask(agent, "What is my cat called?")
+        assert "Luna" not in model.seen[-1]
+
+
+def test_any_message_comes_back_exactly() -> None:
+    call = ModelResponse(parts=[ToolCallPart("weather", {"city": "Kyoto"}, tool_call_id="c1")])
+    for message in (
+        ModelRequest(parts=[UserPromptPart("hi")]),
+        ModelResponse(parts=[TextPart("hello")]),
+        call,
+        ModelRequest(parts=[ToolReturnPart("weather", "sunny", tool_call_id="c1")]),
+    ):
+        assert model_message(message_of(message)) == message
+    assert message_of(call).text == 'called weather({"city":"Kyoto"})'
+    assert message_of(ModelRequest(parts=[UserPromptPart("hi")])).role == "user"

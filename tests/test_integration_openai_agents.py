@@ -151,6 +151,10 @@ def test_a_tool_output_never_comes_without_its_call(tmp_path: Path) -> None:
             output,
         ]
         assert asyncio.run(session.get_items(limit=1)) == []  # the output alone is left out
+        custom = {"type": "custom_tool_call", "call_id": "c2", "name": "grep", "input": "x"}
+        result = {"type": "custom_tool_call_output", "call_id": "c2", "output": "found"}
+        asyncio.run(session.add_items([custom, result]))
+        assert asyncio.run(session.get_items(limit=2)) == [custom, result]
     finally:
         session.close()
 

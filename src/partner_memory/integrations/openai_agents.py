@@ -128,8 +128,10 @@ def _text(data: Mapping[str, Any]) -> str:
 def _without_orphans(items: list[TResponseInputItem]) -> list[TResponseInputItem]:
     """Drop tool outputs whose call is not among the items (cut off by rolling or by
     `limit`): a model refuses an output without its call."""
-    calls = {
-        i.get("call_id") for i in items if isinstance(i, dict) and i.get("type") == "function_call"
+    calls = {  # function_call, computer_call, custom_tool_call, shell_call...
+        i.get("call_id")
+        for i in items
+        if isinstance(i, dict) and str(i.get("type", "")).endswith("_call")
     }
     return [
         i

@@ -1,11 +1,14 @@
 """A LangChain `BaseChatMessageHistory` kept in partner-memory.
 
     from partner_memory.integrations.langchain import PartnerMemoryChatHistory
+    service = MemoryService.open("memory.db")  # one per process, shared by the histories
     chain = RunnableWithMessageHistory(
         prompt | model,
-        lambda session_id: PartnerMemoryChatHistory(session_id, db="memory.db"),
+        lambda session_id: PartnerMemoryChatHistory(session_id, memory=service),
         input_messages_key="question", history_messages_key="history",
     )
+
+(A history built with `db=` opens a service of its own: `close()` it.)
 
 The session id is the namespace. Each message added is a message of the
 window (its text for summaries and recall; the LangChain message itself,

@@ -178,3 +178,13 @@ def fake_llm() -> Iterator[Any]:
     server = FakeLLM().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def model(fake_llm: Any) -> Any:
+    """The local model of a framework adapter's test: it answers "answer N" and keeps
+    what each request showed it (`tests.frameworks.Model`)."""
+    from tests.frameworks import Model
+
+    fake_llm.respond = Model()
+    return fake_llm.respond

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from partner_memory.service import MemoryService
-from tests.frameworks import Model, framework
+from tests.frameworks import Model, framework, remembers_across_restarts_and_rolling
 
 framework("langchain_core")
 langchain_openai = framework("langchain_openai")
@@ -46,43 +46,30 @@ def _ask(chain: Any, user: str, question: str) -> str:
     return str(chain.invoke({"question": question}, config=config).content)
 
 
-@pytest.fixture
-def model(fake_llm: Any) -> Model:
-    fake_llm.respond = Model()
-    return fake_llm.respond  # type: ignore[no-any-return]
-
-
 # langchain-core 1.x marks the runner deprecated in favour of LangGraph's persistence (which
 # a chat message history is for); it is still the runner of one
 @pytest.mark.filterwarnings("ignore:RunnableWithMessageHistory is deprecated")
 def test_turns_survive_a_restart_and_rolling_and_stay_apart(
     store_url: str, fake_llm: Any, model: Model
 ) -> None:
-    with MemoryService.open(store_url) as service:
-        chain = _chain(fake_llm, service)
-        assert _ask(chain, "user-7", "My cat is called Luna") == "answer 1"
-        _ask(chain, "user-7", "What is my cat called?")
-        assert "Luna" in model.seen[-1]
-        assert "answer 1" in model.seen[-1]
-        _ask(chain, "user-8", "What is my cat called?")
-        assert "Luna" not in model.seen[-1]
+    def ask(service: MemoryService, user: str, text: str) -> str:
+        return _ask(_chain(fake_llm, service), user, text)
 
-    with MemoryService.open(store_url) as service:  # a restart
-        chain = _chain(fake_llm, service)
-        _ask(chain, "user-7", "Remind me of her name")
-        assert "Luna" in model.seen[-1]
-        assert service.memory("user-7").roll_now(idle=True) is not None
-        _ask(chain, "user-7", "And her name again?")
-        assert "dialog_history" in model.seen[-1]
-        assert "Luna" in model.seen[-1]
+    remembers_across_restarts_and_rolling(store_url, model, ask)
+
+
+def test_the_context_comes_first_and_clear_forgets(store_url: str) -> None:
+    with MemoryService.open(store_url) as service:
         history = PartnerMemoryChatHistory("user-7", memory=service)
-        first = history.messages[0]
+        history.add_messages([HumanMessage("My cat is called Luna"), AIMessage("Noted")])
+        assert service.memory("user-7").roll_now(idle=True) is not None
+        history.add_messages([HumanMessage("And a dog")])
+        first, *rest = history.messages
         assert isinstance(first, SystemMessage)
         assert "Luna" in str(first.content)
+        assert rest == [HumanMessage("And a dog")]
         history.clear()
         assert history.messages == []
-        _ask(chain, "user-7", "What is my cat called?")
-        assert "Luna" not in model.seen[-1]
 
 
 def test_any_message_comes_back_exactly() -> None:

@@ -6,7 +6,6 @@ two sessions stay apart."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +29,6 @@ from partner_memory.integrations.openai_agents import (  # noqa: E402
 )
 
 agents.set_tracing_disabled(True)
-
-
-@pytest.fixture
-def model(fake_llm: Any) -> Iterator[Model]:
-    fake_llm.respond = Model()
-    return fake_llm.respond
 
 
 def _agent(fake_llm: Any) -> Any:

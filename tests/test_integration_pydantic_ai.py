@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
 from partner_memory.service import MemoryService
-from tests.frameworks import Model, framework
+from tests.frameworks import Model, framework, remembers_across_restarts_and_rolling
 
 framework("pydantic_ai")
 
@@ -34,12 +32,6 @@ from partner_memory.integrations.pydantic_ai import (  # noqa: E402
 )
 
 
-@pytest.fixture
-def model(fake_llm: Any) -> Model:
-    fake_llm.respond = Model()
-    return fake_llm.respond  # type: ignore[no-any-return]
-
-
 def _agent(fake_llm: Any, service: MemoryService, user: str) -> Agent[None, str]:
     provider = OpenAIProvider(base_url=fake_llm.base_url, api_key="local")
     return Agent(
@@ -49,33 +41,13 @@ def _agent(fake_llm: Any, service: MemoryService, user: str) -> Agent[None, str]
     )
 
 
-def _ask(agent: Agent[None, str], text: str) -> str:
-    return asyncio.run(agent.run(text)).output
-
-
 def test_runs_survive_a_restart_and_rolling_and_stay_apart(
     store_url: str, fake_llm: Any, model: Model
 ) -> None:
-    with MemoryService.open(store_url) as service:
-        agent = _agent(fake_llm, service, "user-7")
-        assert _ask(agent, "My cat is called Luna") == "answer 1"
-        _ask(agent, "What is my cat called?")
-        assert "Luna" in model.seen[-1]
-        assert "answer 1" in model.seen[-1]
-        _ask(_agent(fake_llm, service, "user-8"), "What is my cat called?")
-        assert "Luna" not in model.seen[-1]
+    def ask(service: MemoryService, user: str, text: str) -> str:
+        return asyncio.run(_agent(fake_llm, service, user).run(text)).output
 
-    with MemoryService.open(store_url) as service:  # a restart
-        agent = _agent(fake_llm, service, "user-7")
-        _ask(agent, "Remind me of her name")
-        assert "Luna" in model.seen[-1]
-        assert service.memory("user-7").roll_now(idle=True) is not None
-        _ask(agent, "And her name again?")
-        assert "dialog_history" in model.seen[-1]
-        assert "Luna" in model.seen[-1]
-        service.memory("user-7").forget_all()
-        _ask(agent, "What is my cat called?")
-        assert "Luna" not in model.seen[-1]
+    remembers_across_restarts_and_rolling(store_url, model, ask)
 
 
 def test_any_message_comes_back_exactly() -> None:

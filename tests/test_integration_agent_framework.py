@@ -1,0 +1,64 @@
+"""Microsoft Agent Framework's own `Agent` with `PartnerMemoryHistoryProvider` and an
+`OpenAIChatCompletionClient` served on loopback, on every SQL backend: each run shows
+the model what the session said before, after a restart and after rolling; two
+sessions stay apart; a session forgotten is gone; messages come back exactly."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from partner_memory import InvalidInputError
+from partner_memory.service import MemoryService
+from tests.frameworks import Model, framework, remembers_across_restarts_and_rolling
+
+framework("agent_framework")
+framework("agent_framework_openai")
+
+from agent_framework import Agent, Content  # noqa: E402
+from agent_framework import Message as FrameworkMessage  # noqa: E402
+from agent_framework.openai import OpenAIChatCompletionClient  # noqa: E402
+
+from partner_memory.integrations.agent_framework import (  # noqa: E402
+    PartnerMemoryHistoryProvider,
+    framework_message,
+    message_of,
+)
+
+
+def _agent(fake_llm: Any, service: MemoryService) -> Any:
+    client = OpenAIChatCompletionClient("local", api_key="local", base_url=fake_llm.base_url)
+    provider = PartnerMemoryHistoryProvider(memory=service)
+    return Agent(client, "Be brief.", context_providers=[provider])
+
+
+def test_sessions_survive_a_restart_and_rolling_and_stay_apart(
+    store_url: str, fake_llm: Any, model: Model
+) -> None:
+    def ask(service: MemoryService, user: str, text: str) -> str:
+        agent = _agent(fake_llm, service)
+        session = agent.create_session(session_id=user)  # new each turn: only memory remembers
+        return str(asyncio.run(agent.run(text, session=session)).text)
+
+    remembers_across_restarts_and_rolling(store_url, model, ask)
+
+
+def test_a_run_without_a_session_id_is_refused(tmp_path: Any) -> None:
+    provider = PartnerMemoryHistoryProvider(db=str(tmp_path / "memory.db"))
+    try:
+        with pytest.raises(InvalidInputError, match="session_id"):
+            asyncio.run(provider.get_messages(None))
+    finally:
+        provider.close()
+
+
+def test_any_message_comes_back_exactly() -> None:
+    call = FrameworkMessage(
+        "assistant", [Content.from_function_call(call_id="c1", name="weather", arguments="{}")]
+    )
+    result = FrameworkMessage("tool", [Content.from_function_result(call_id="c1", result="sunny")])
+    for message in (FrameworkMessage("user", ["hi"]), call, result):
+        assert framework_message(message_of(message)).to_dict() == message.to_dict()
+    assert message_of(FrameworkMessage("user", ["hi"])).text == "hi"

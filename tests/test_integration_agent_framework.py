@@ -22,6 +22,7 @@ from agent_framework import Message as FrameworkMessage  # noqa: E402
 from agent_framework.openai import OpenAIChatCompletionClient  # noqa: E402
 
 from partner_memory.integrations.agent_framework import (  # noqa: E402
+    PartnerMemoryContextProvider,
     PartnerMemoryHistoryProvider,
     framework_message,
     message_of,
@@ -43,6 +44,38 @@ def test_sessions_survive_a_restart_and_rolling_and_stay_apart(
         return str(asyncio.run(agent.run(text, session=session)).text)
 
     remembers_across_restarts_and_rolling(store_url, model, ask)
+
+
+def test_the_context_provider_recalls_for_the_input_and_records(
+    store_url: str, fake_llm: Any, model: Model
+) -> None:
+    client = OpenAIChatCompletionClient("local", api_key="local", base_url=fake_llm.base_url)
+    with MemoryService.open(store_url) as service:
+        agent = Agent(
+            client, "Be brief.", context_providers=[PartnerMemoryContextProvider(memory=service)]
+        )
+
+        def ask(user: str, text: str) -> None:
+            asyncio.run(agent.run(text, session=agent.create_session(session_id=user)))
+
+        ask("user-7", "My cat is called Luna")
+        ask("user-7", "What is my cat called?")  # nothing replayed: recall finds it
+        assert "recalled_messages" in model.seen[-1]
+        assert "My cat is called Luna" in model.seen[-1]
+        ask("user-8", "What is my cat called?")
+        assert "Luna" not in model.seen[-1]
+        assert len(service.memory("user-7").window()) == 4  # each turn recorded once
+
+        both = Agent(
+            client,
+            "Be brief.",
+            context_providers=[
+                PartnerMemoryHistoryProvider(memory=service),
+                PartnerMemoryContextProvider(memory=service, record=False),
+            ],
+        )
+        asyncio.run(both.run("And a dog?", session=both.create_session(session_id="user-7")))
+        assert len(service.memory("user-7").window()) == 6  # the history provider's, once
 
 
 def test_a_run_without_a_session_id_is_refused(tmp_path: Any) -> None:

@@ -1,17 +1,21 @@
-"""Microsoft Agent Framework: a `HistoryProvider` whose sessions live in partner-memory.
+"""Microsoft Agent Framework: providers whose sessions live in partner-memory.
 
     from partner_memory.integrations.agent_framework import PartnerMemoryHistoryProvider
     agent = Agent(client, context_providers=[PartnerMemoryHistoryProvider(db="memory.db")])
     session = agent.create_session(session_id="user-7")
     await agent.run("Where am I travelling?", session=session)
 
-An `AgentSession`'s id is the namespace. Before a run the provider gives the
-agent the namespace's context (once something rolled: the summary, what
-recall found) as a system message, then the window's messages, each exactly
-as the framework made it (kept in the message's metadata); after the run,
-the framework's base class stores the inputs and the response through
-`save_messages`. What it does not do: give back the messages of rolled units
-(the summary stands for them), or serve a run without a session id.
+An `AgentSession`'s id is the namespace. `PartnerMemoryHistoryProvider`
+gives the agent, before a run, the namespace's context (once something
+rolled: the summary, what recall found) as a system message, then the
+window's messages, each exactly as the framework made it (kept in the
+message's metadata); after the run the framework's base class stores the
+inputs and the response through `save_messages`.
+`PartnerMemoryContextProvider` instead adds, as instructions, the context and
+what recall finds for the run's input (so a long memory is asked, not
+replayed), and records the turn unless a history provider does. What they do
+not do: give back the messages of rolled units (the summary stands for them),
+or serve a run without a session id.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_framework import HistoryProvider
+from agent_framework import AgentSession, ContextProvider, HistoryProvider, SessionContext
 from agent_framework import Message as FrameworkMessage
 
 from partner_memory.errors import InvalidInputError
@@ -35,8 +39,40 @@ MESSAGE_KEY = "agent_framework_message"
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system"}
 
 
-class PartnerMemoryHistoryProvider(HistoryProvider):
-    """Each `AgentSession` (by its id) is a partner-memory namespace."""
+class _Sessions:
+    """A provider's sessions: each session id a namespace of one memory (opened from
+    `db` and closed with the provider, or handed in and left open)."""
+
+    def _open(self, db: str | Path | None, memory: Memory | None) -> None:
+        if db is not None and memory is not None:
+            raise InvalidInputError("give a database (db=) or a memory (memory=), not both")
+        self._owned = memory is None
+        self._memory: Memory = MemoryService.open(db) if memory is None else memory
+        self._bindings: dict[str, NamespaceBinding] = {}
+        self._lock = threading.Lock()
+
+    def _binding(self, session_id: str | None) -> NamespaceBinding:
+        if not session_id:
+            raise InvalidInputError(
+                f"{type(self).__name__} keeps sessions by id: run the agent with"
+                " session=agent.create_session(session_id=...)"
+            )
+        with self._lock:
+            found = self._bindings.get(session_id)
+            if found is None:
+                found = self._bindings[session_id] = NamespaceBinding(
+                    session_id, memory=self._memory
+                )
+            return found
+
+    def close(self) -> None:
+        """Close the service opened from `db` (one handed in stays open)."""
+        if self._owned:
+            self._memory.close()
+
+
+class PartnerMemoryHistoryProvider(_Sessions, HistoryProvider):
+    """Each `AgentSession` (by its id) is a partner-memory namespace, replayed."""
 
     def __init__(
         self,
@@ -48,28 +84,9 @@ class PartnerMemoryHistoryProvider(HistoryProvider):
         **options: Any,
     ) -> None:
         """`options` are `HistoryProvider`'s (`load_messages`, `store_inputs`, ...)."""
-        super().__init__(source_id, **options)
-        if db is not None and memory is not None:
-            raise InvalidInputError("give a database (db=) or a memory (memory=), not both")
+        HistoryProvider.__init__(self, source_id, **options)
         self.context = context
-        self._owned = memory is None
-        self._memory: Memory = MemoryService.open(db) if memory is None else memory
-        self._bindings: dict[str, NamespaceBinding] = {}
-        self._lock = threading.Lock()
-
-    def _binding(self, session_id: str | None) -> NamespaceBinding:
-        if not session_id:
-            raise InvalidInputError(
-                "PartnerMemoryHistoryProvider keeps sessions by id: run the agent with"
-                " session=agent.create_session(session_id=...)"
-            )
-        with self._lock:
-            found = self._bindings.get(session_id)
-            if found is None:
-                found = self._bindings[session_id] = NamespaceBinding(
-                    session_id, memory=self._memory
-                )
-            return found
+        self._open(db, memory)
 
     async def get_messages(
         self, session_id: str | None, *, state: dict[str, Any] | None = None, **kwargs: Any
@@ -95,10 +112,63 @@ class PartnerMemoryHistoryProvider(HistoryProvider):
         recorded = [message_of(m) for m in messages]
         await asyncio.to_thread(lambda: self._binding(session_id).record(recorded))
 
-    def close(self) -> None:
-        """Close the service opened from `db` (one handed in stays open)."""
-        if self._owned:
-            self._memory.close()
+
+class PartnerMemoryContextProvider(_Sessions, ContextProvider):
+    """Each `AgentSession` (by its id) is a namespace, asked: before a run, its context
+    and what recall finds for the input become instructions; after it, the turn is
+    recorded (`record=False` when a history provider records it)."""
+
+    def __init__(
+        self,
+        *,
+        db: str | Path | None = None,
+        memory: Memory | None = None,
+        k: int = 5,
+        record: bool = True,
+        source_id: str = "partner_memory_context",
+    ) -> None:
+        ContextProvider.__init__(self, source_id)
+        self.k, self.record = k, record
+        self._open(db, memory)
+
+    async def before_run(
+        self,
+        *,
+        agent: Any,
+        session: AgentSession,
+        context: SessionContext,
+        state: dict[str, Any],
+    ) -> None:
+        asked = "\n".join(m.text for m in context.input_messages if m.text).strip()
+
+        def read() -> str:
+            binding = self._binding(context.session_id)
+            found = binding.recall(asked, k=self.k).hits if asked else []
+            said = "\n".join(
+                f"- {h.message.speaker or h.message.role}: {h.message.text}" for h in found
+            )
+            recalled = f"<recalled_messages>\n{said}\n</recalled_messages>" if said else ""
+            return "\n".join(part for part in (binding.context_xml(), recalled) if part)
+
+        known = await asyncio.to_thread(read)
+        if known:
+            context.extend_instructions(self.source_id, f"What you remember:\n{known}")
+
+    async def after_run(
+        self,
+        *,
+        agent: Any,
+        session: AgentSession,
+        context: SessionContext,
+        state: dict[str, Any],
+    ) -> None:
+        if not self.record:
+            return
+        said = list(context.input_messages)
+        if context.response is not None:
+            said += context.response.messages
+        recorded = [message_of(m) for m in said]
+        await asyncio.to_thread(lambda: self._binding(context.session_id).record(recorded))
 
 
 def message_of(message: FrameworkMessage) -> Message:

@@ -16,6 +16,7 @@ from partner_memory.client import MemoryClient
 from partner_memory.errors import InvalidInputError, NotFoundError
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message
+from partner_memory.recall.results import RecallResult
 from partner_memory.service import MemoryService
 
 Memory = MemoryService | MemoryClient
@@ -71,6 +72,13 @@ class NamespaceBinding:
             return self._handle().context_xml()
         except NotFoundError:
             return ""
+
+    def recall(self, query: str, *, k: int) -> RecallResult:
+        """What the namespace holds that best matches `query` (none yet: no hits)."""
+        try:
+            return self._handle().recall(query, k=k)
+        except NotFoundError:
+            return RecallResult(query=query, hits=[], slices=[])
 
     def close(self) -> None:
         """Close what this binding opened; what it was handed stays open."""

@@ -132,14 +132,15 @@ class MemoryCore:
         found = self._store.unit_ids_starting(self._namespace, given, limit=3) if given else []
         return _one(found, given, f"unit in namespace {self._namespace!r}")
 
-    def resolve_slice_id(self, unit_id: str, given: str) -> str:
-        """The slice of a unit an id or an unambiguous prefix of one names."""
+    def resolve_slice(self, unit: str, given: str) -> tuple[str, str]:
+        """The (unit id, slice id) that a unit id or prefix and a slice id or prefix name."""
+        unit_id = self.resolve_unit_id(unit)
         check_text(given, "slice id")
         ids = [s.id for s in self.list_slices(unit_id)]
         if given in ids:
-            return given
+            return unit_id, given
         found = [i for i in ids if given and i.startswith(given)]
-        return _one(found, given, f"slice in unit {unit_id!r}")
+        return unit_id, _one(found, given, f"slice in unit {unit_id!r}")
 
     def get_unit_info(self, unit_id: str) -> UnitInfo:
         info = self._store.get_unit(self._namespace, check_text(unit_id, "unit id"))

@@ -200,8 +200,7 @@ def slice_(
 ) -> None:
     """Show a slice's summary and the original messages it summarises."""
     with reported(), _core(db, namespace) as core:
-        unit = core.resolve_unit_id(unit)
-        slice_id = core.resolve_slice_id(unit, slice_id)
+        unit, slice_id = core.resolve_slice(unit, slice_id)
         if as_json:
             render.print_json(slice_document(core, unit, slice_id))
             return

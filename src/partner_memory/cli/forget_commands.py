@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import typer
@@ -35,22 +36,30 @@ Purge = Annotated[
 ]
 
 
+@dataclass
+class _Said:
+    """What a forget command reports: a line, or (with --json) a document."""
+
+    text: str = ""
+    document: dict[str, Any] = field(default_factory=dict)
+
+
 @contextmanager
 def _memory(
-    db: str, namespace: str, purge: bool, as_json: bool, said: dict[str, Any]
-) -> Iterator[PartnerMemory]:
-    """The namespace's memory over a writable store, errors reported; purged after.
-    The command fills `said` with its document and `text` with its line."""
+    db: str, namespace: str, purge: bool, as_json: bool
+) -> Iterator[tuple[PartnerMemory, _Said]]:
+    """The namespace's memory over a writable store, errors reported; purged after,
+    then what the command said, as a line or a document."""
+    said = _Said()
     with reported(), opened_memory(db, namespace, write=True) as memory:
-        yield memory
-        document = {"namespace": namespace} | said
-        text = document.pop("text")
+        yield memory, said
+        document = {"namespace": namespace} | said.document
         if purge:
             document["purged"] = _purged(memory.service, quiet=as_json)
         if as_json:
             render.print_json(document)
         else:
-            render.console.print(text)
+            render.console.print(said.text)
 
 
 def _purged(service: MemoryRuntime, *, quiet: bool = False) -> list[str]:
@@ -81,10 +90,10 @@ def forget_message(
     as_json: Json = False,
 ) -> None:
     """Forget messages; the slices that held them are summarised again from the rest."""
-    said: dict[str, Any] = {}
-    with _memory(db, namespace, purge, as_json, said) as memory:
+    with _memory(db, namespace, purge, as_json) as (memory, said):
         count = memory.forget_messages(message_ids)
-        said |= {"message_count": count, "text": f"forgot {count} message(s) in {namespace!r}"}
+        said.text = f"forgot {count} message(s) in {namespace!r}"
+        said.document = {"message_count": count}
 
 
 @forget.command("slice")
@@ -99,17 +108,11 @@ def forget_slice(
     as_json: Json = False,
 ) -> None:
     """Forget a slice: its summary and every message it covers."""
-    said: dict[str, Any] = {}
-    with _memory(db, namespace, purge, as_json, said) as memory:
-        unit = memory.core.resolve_unit_id(unit)
-        slice_id = memory.core.resolve_slice_id(unit, slice_id)
+    with _memory(db, namespace, purge, as_json) as (memory, said):
+        unit, slice_id = memory.core.resolve_slice(unit, slice_id)
         count = memory.forget_slice(unit, slice_id)
-        said |= {
-            "unit_id": unit,
-            "slice_id": slice_id,
-            "message_count": count,
-            "text": f"forgot slice {slice_id} and its {count} message(s)",
-        }
+        said.text = f"forgot slice {slice_id} and its {count} message(s)"
+        said.document = {"unit_id": unit, "slice_id": slice_id, "message_count": count}
 
 
 @forget.command("unit")
@@ -121,11 +124,11 @@ def forget_unit(
     as_json: Json = False,
 ) -> None:
     """Forget a whole unit (one memory session) with its slices."""
-    said: dict[str, Any] = {}
-    with _memory(db, namespace, purge, as_json, said) as memory:
+    with _memory(db, namespace, purge, as_json) as (memory, said):
         unit = memory.core.resolve_unit_id(unit)
         memory.forget_unit(unit)
-        said |= {"unit_id": unit, "text": f"forgot unit {unit}"}
+        said.text = f"forgot unit {unit}"
+        said.document = {"unit_id": unit}
 
 
 @forget.command("namespace")
@@ -140,7 +143,6 @@ def forget_namespace(
     if not yes:
         with reported():
             raise InvalidInputError(f"forgetting all of {namespace!r} needs --yes")
-    said: dict[str, Any] = {}
-    with _memory(db, namespace, purge, as_json, said) as memory:
+    with _memory(db, namespace, purge, as_json) as (memory, said):
         memory.service.forget_namespace(namespace)
-        said["text"] = f"forgot namespace {namespace!r}"
+        said.text = f"forgot namespace {namespace!r}"

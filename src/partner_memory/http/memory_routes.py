@@ -179,5 +179,4 @@ def memory_slice(
     unambiguous prefix)."""
     name = access.allowed(key, namespace, "read")
     core = access.memory(name).core
-    unit_id = core.resolve_unit_id(unit_id)
-    return slice_document(core, unit_id, core.resolve_slice_id(unit_id, slice_id))
+    return slice_document(core, *core.resolve_slice(unit_id, slice_id))

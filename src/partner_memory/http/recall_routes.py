@@ -68,8 +68,7 @@ def forget_slice(
     unambiguous prefix)."""
     name = access.allowed(key, namespace, "admin")
     memory = access.memory(name)
-    unit_id = memory.core.resolve_unit_id(unit_id)
-    count = memory.forget_slice(unit_id, memory.core.resolve_slice_id(unit_id, slice_id))
+    count = memory.forget_slice(*memory.core.resolve_slice(unit_id, slice_id))
     return {"namespace": name, "message_count": count}
 
 

@@ -30,9 +30,8 @@ from agent_framework import AgentSession, ContextProvider, HistoryProvider, Sess
 from agent_framework import Message as FrameworkMessage
 
 from partner_memory.errors import InvalidInputError
-from partner_memory.integrations.binding import Memory, NamespaceBinding
+from partner_memory.integrations.binding import Memory, NamespaceBinding, opened
 from partner_memory.model import Message, Role
-from partner_memory.service import MemoryService
 
 #: Where a message keeps the framework's message it was made from.
 MESSAGE_KEY = "agent_framework_message"
@@ -44,10 +43,7 @@ class _Sessions:
     `db` and closed with the provider, or handed in and left open)."""
 
     def _open(self, db: str | Path | None, memory: Memory | None) -> None:
-        if db is not None and memory is not None:
-            raise InvalidInputError("give a database (db=) or a memory (memory=), not both")
-        self._owned = memory is None
-        self._memory: Memory = MemoryService.open(db) if memory is None else memory
+        self._memory, self._owned = opened(db, memory)
         self._bindings: dict[str, NamespaceBinding] = {}
         self._lock = threading.Lock()
 

@@ -22,26 +22,33 @@ from partner_memory.service import MemoryService
 Memory = MemoryService | MemoryClient
 
 
+def opened(db: str | Path | None, memory: Memory | None) -> tuple[Memory, bool]:
+    """The memory an adapter works on, and whether the adapter opened it (so closes it):
+    a service of its own from `db` (or PARTNER_MEMORY_DB), or the one handed in."""
+    if db is not None and memory is not None:
+        raise InvalidInputError("give a database (db=) or a memory (memory=), not both")
+    if memory is None:
+        return MemoryService.open(db), True
+    if not isinstance(memory, MemoryService | MemoryClient):
+        raise InvalidInputError(
+            f"memory must be a MemoryService or a MemoryClient, got {type(memory).__name__}"
+        )
+    return memory, False
+
+
 class NamespaceBinding:
     """The calls an adapter makes, the same on a service's handle and on a client."""
 
     def __init__(
         self, namespace: str, *, db: str | Path | None = None, memory: Memory | None = None
     ) -> None:
-        if db is not None and memory is not None:
-            raise InvalidInputError("give a database (db=) or a memory (memory=), not both")
         if isinstance(memory, MemoryClient) and memory.namespace != namespace:
             raise InvalidInputError(
                 f"the MemoryClient is bound to namespace {memory.namespace!r}, not"
                 f" {namespace!r}: pass MemoryClient(url, {namespace!r})"
             )
-        if memory is not None and not isinstance(memory, MemoryService | MemoryClient):
-            raise InvalidInputError(
-                f"memory must be a MemoryService or a MemoryClient, got {type(memory).__name__}"
-            )
         self.namespace = namespace
-        self._owned = memory is None
-        self._memory: Memory = MemoryService.open(db) if memory is None else memory
+        self._memory, self._owned = opened(db, memory)
         self._handle()  # a bad namespace is refused here, not at the first turn
 
     def _handle(self) -> PartnerMemory | MemoryClient:

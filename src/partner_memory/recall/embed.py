@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from partner_memory.errors import ConfigurationError, EmbeddingRejected, LLMError
+from partner_memory.host_logging import root_logging_kept
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,7 +84,10 @@ class StaticEmbedder:
     def _loaded(self) -> Any:
         with self._lock:
             if self._model is None:
-                wordllama = _import_wordllama()
+                # its import calls logging.basicConfig(level=INFO): the host's logging
+                # would start printing the application's INFO records
+                with root_logging_kept():
+                    import wordllama
                 # The wheel carries the weights and tokenizer; cache_dir points the
                 # loader at them, and downloads are off: nothing leaves the machine.
                 self._model = wordllama.WordLlama.load(
@@ -194,17 +198,6 @@ class EmbeddingSettings:
 
 _STATIC: list[StaticEmbedder] = []
 _STATIC_LOCK = threading.Lock()
-
-
-def _import_wordllama() -> Any:
-    """`import wordllama`, leaving the host's logging as it was: its import calls
-    `logging.basicConfig(level=INFO)`, which would start printing the application's
-    INFO records."""
-    from partner_memory.host_logging import root_logging_kept
-
-    with root_logging_kept():
-        import wordllama
-    return wordllama
 
 
 def _static() -> StaticEmbedder:

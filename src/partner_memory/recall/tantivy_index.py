@@ -911,21 +911,25 @@ def _spread(
     ranked: np.ndarray, score: np.ndarray, block: np.ndarray, factor: float, k: int
 ) -> np.ndarray:
     """The first `k` of `ranked` chosen one by one, each candidate's score lowered by
-    `factor` for every one of its block (session) already chosen."""
+    `factor` for every one of its block (session) already chosen. Scores only fall, so a
+    candidate is rescored only when it comes to the top with a stale score (lazy greedy:
+    O(n log n), not O(n k)); among equal scores the engine's order stands."""
+    import heapq
+
     import numpy as np
 
-    left = [int(i) for i in ranked]
+    heap = [(-float(score[i]), place, 0, int(i)) for place, i in enumerate(ranked)]
+    heapq.heapify(heap)
     chosen: list[int] = []
     taken: dict[int, int] = {}
-    while left and len(chosen) < k:
-        # the first of the best keeps the engine's order among equal scores
-        pick = max(
-            range(len(left)),
-            key=lambda j: (score[left[j]] * factor ** taken.get(int(block[left[j]]), 0), -j),
-        )
-        i = left.pop(pick)
+    while heap and len(chosen) < k:
+        _, place, seen, i = heapq.heappop(heap)
+        now = taken.get(int(block[i]), 0)
+        if seen != now:  # its session gained hits since it was scored
+            heapq.heappush(heap, (-float(score[i]) * factor**now, place, now, i))
+            continue
         chosen.append(i)
-        taken[int(block[i])] = taken.get(int(block[i]), 0) + 1
+        taken[int(block[i])] = now + 1
     return np.array(chosen, dtype=np.int64)
 
 

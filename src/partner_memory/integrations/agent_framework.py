@@ -21,7 +21,6 @@ or serve a run without a session id.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from agent_framework import AgentSession, ContextProvider, HistoryProvider, Sess
 from agent_framework import Message as FrameworkMessage
 
 from partner_memory.errors import InvalidInputError
-from partner_memory.integrations.binding import Memory, NamespaceBinding, opened
+from partner_memory.integrations.binding import Memory, NamespaceBinding, NamespaceBindings
 from partner_memory.model import Message, Role
 
 #: Where a message keeps the framework's message it was made from.
@@ -38,14 +37,8 @@ MESSAGE_KEY = "agent_framework_message"
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system"}
 
 
-class _Sessions:
-    """A provider's sessions: each session id a namespace of one memory (opened from
-    `db` and closed with the provider, or handed in and left open)."""
-
-    def _open(self, db: str | Path | None, memory: Memory | None) -> None:
-        self._memory, self._owned = opened(db, memory)
-        self._bindings: dict[str, NamespaceBinding] = {}
-        self._lock = threading.Lock()
+class _Sessions(NamespaceBindings):
+    """A provider's sessions: each session id a namespace."""
 
     def _binding(self, session_id: str | None) -> NamespaceBinding:
         if not session_id:
@@ -53,18 +46,7 @@ class _Sessions:
                 f"{type(self).__name__} keeps sessions by id: run the agent with"
                 " session=agent.create_session(session_id=...)"
             )
-        with self._lock:
-            found = self._bindings.get(session_id)
-            if found is None:
-                found = self._bindings[session_id] = NamespaceBinding(
-                    session_id, memory=self._memory
-                )
-            return found
-
-    def close(self) -> None:
-        """Close the service opened from `db` (one handed in stays open)."""
-        if self._owned:
-            self._memory.close()
+        return self._bound(session_id)
 
 
 class PartnerMemoryHistoryProvider(_Sessions, HistoryProvider):

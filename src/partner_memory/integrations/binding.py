@@ -9,15 +9,17 @@ window, a unit or a context.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from partner_memory.client import MemoryClient
-from partner_memory.errors import InvalidInputError, NotFoundError
+from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message
 from partner_memory.recall.results import RecallResult
 from partner_memory.service import MemoryService
+from partner_memory.store.capabilities import ForgetStore
 
 Memory = MemoryService | MemoryClient
 
@@ -60,6 +62,36 @@ class NamespaceBinding:
         if messages:
             self._handle().record_messages(messages)
 
+    def record_new(self, messages: Sequence[Message]) -> int:
+        """Record those of `messages` (by id) memory neither holds nor forgot, so a
+        framework handing a whole conversation again records only what it added;
+        how many were recorded. A message another process recorded meanwhile is
+        skipped, not refused."""
+        fresh = [m for m in messages if m.id not in self._held([m.id for m in messages])]
+        try:
+            self.record(fresh)
+        except ConflictError:  # someone recorded part of it meanwhile: one at a time
+            recorded = 0
+            for message in fresh:
+                try:
+                    self.record([message])
+                except ConflictError:
+                    continue
+                recorded += 1
+            return recorded
+        return len(fresh)
+
+    def _held(self, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` memory holds (window, units) or forgot; a remote memory can
+        tell only its window, and refuses (ConflictError) what its units hold."""
+        held = {m.id for m in self.window()}
+        memory = self._memory
+        if isinstance(memory, MemoryService) and ids:
+            held |= memory.store.stored_message_ids(self.namespace, ids)
+            if isinstance(memory.store, ForgetStore):
+                held |= memory.store.forgotten_messages(self.namespace, ids)
+        return held
+
     def window(self) -> list[Message]:
         """What is not rolled yet, oldest first."""
         try:
@@ -69,6 +101,9 @@ class NamespaceBinding:
 
     def forget(self, message_ids: Sequence[str]) -> int:
         return self._handle().forget_messages(message_ids) if message_ids else 0
+
+    def forget_slice(self, unit_id: str, slice_id: str) -> int:
+        return self._handle().forget_slice(unit_id, slice_id)
 
     def forget_all(self) -> None:
         self._handle().forget_all()
@@ -80,15 +115,38 @@ class NamespaceBinding:
         except NotFoundError:
             return ""
 
-    def recall(self, query: str, *, k: int) -> RecallResult:
-        """What the namespace holds that best matches `query` (none yet: no hits)."""
+    def recall(self, query: str, *, k: int, activate: bool = True) -> RecallResult:
+        """What the namespace holds that best matches `query` (none yet: no hits); with
+        `activate`, what was found goes into the namespace's context."""
         try:
-            return self._handle().recall(query, k=k)
+            return self._handle().recall(query, k=k, activate=activate)
         except NotFoundError:
             return RecallResult(query=query, hits=[], slices=[])
 
     def close(self) -> None:
         """Close what this binding opened; what it was handed stays open."""
+        if self._owned:
+            self._memory.close()
+
+
+class NamespaceBindings:
+    """An adapter serving many scopes: each scope's namespace bound on one memory
+    (opened from `db` and closed with the adapter, or handed in and left open)."""
+
+    def _open(self, db: str | Path | None, memory: Memory | None) -> None:
+        self._memory, self._owned = opened(db, memory)
+        self._bindings: dict[str, NamespaceBinding] = {}
+        self._lock = threading.Lock()
+
+    def _bound(self, namespace: str) -> NamespaceBinding:
+        with self._lock:
+            found = self._bindings.get(namespace)
+            if found is None:
+                found = self._bindings[namespace] = NamespaceBinding(namespace, memory=self._memory)
+            return found
+
+    def close(self) -> None:
+        """Close the service opened from `db` (one handed in stays open)."""
         if self._owned:
             self._memory.close()
 

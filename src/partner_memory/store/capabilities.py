@@ -209,6 +209,11 @@ class ForgetStore(Protocol):
         """(kind, target, at) of the namespace's forgets, newest first - never content."""
         ...
 
+    def forgotten_messages(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
+        """Which of these ids a forget of messages named: an adapter re-reading a
+        conversation (Google ADK's add_session_to_memory) does not record them again."""
+        ...
+
     def purge(self) -> list[str]:
         """Remove what forgets deleted from the database's files too, where a delete alone
         leaves it there; returns what was rewritten. An operator's job: it may lock tables."""

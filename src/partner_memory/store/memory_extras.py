@@ -207,6 +207,11 @@ class ExtrasMixin(MemoryBase):
             mine = [(k, t, a) for n, k, t, a in shared.forgets if n == namespace]
         return mine[::-1][:limit]
 
+    def forgotten_messages(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
+        asked = set(message_ids)
+        with self._reading() as shared:
+            return {t for n, k, t, _ in shared.forgets if n == namespace and k == "message"} & asked
+
     def purge(self) -> list[str]:
         """Nothing to rewrite: what a forget deletes is gone from memory at once."""
         with self._writing():

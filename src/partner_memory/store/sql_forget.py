@@ -177,6 +177,19 @@ class ForgetSql(SqlBase):
             ).fetchall()
         return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
+    def forgotten_messages(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        with self._transaction(write=False) as cur:
+            for chunk in chunks(list(message_ids)):
+                rows = self._run(
+                    cur,
+                    "SELECT target FROM forgets WHERE namespace = ? AND kind = 'message'"
+                    f" AND target IN {in_list(len(chunk))}",
+                    (namespace, *chunk),
+                ).fetchall()
+                found.update(str(r[0]) for r in rows)
+        return found
+
     def _forget_records(
         self,
         cur: Cursor,

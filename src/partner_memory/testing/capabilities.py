@@ -221,6 +221,9 @@ class ForgetContract:
             ("message", window[0].id, 50),
             ("message", said[0].id, 50),
         ]
+        asked = [window[0].id, said[0].id, said[1].id, "nope"]
+        assert store.forgotten_messages("ns", asked) == {window[0].id, said[0].id}
+        assert store.forgotten_messages("other", asked) == set()
         with pytest.raises(NotFoundError):
             store.forget_messages("ns", ["nope"], [], at=60)
 

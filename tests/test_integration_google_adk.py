@@ -1,0 +1,227 @@
+"""A Google ADK `Runner` with `PartnerMemoryService` as its memory service, an
+`LlmAgent` with the framework's `preload_memory` tool, saving each session to memory
+after the agent runs, on every SQL backend: a new ADK session shows the model what
+earlier sessions said, after a restart and after rolling; two users (and two apps)
+stay apart; what the framework deletes is forgotten and never recorded again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import pytest
+
+from partner_memory.errors import InvalidInputError
+from partner_memory.service import MemoryService
+from tests.frameworks import Model, framework
+
+framework("google.adk")
+
+from google.adk.agents import LlmAgent  # noqa: E402
+from google.adk.agents.callback_context import CallbackContext  # noqa: E402
+from google.adk.events.event import Event  # noqa: E402
+from google.adk.memory.memory_entry import MemoryEntry  # noqa: E402
+from google.adk.models.base_llm import BaseLlm  # noqa: E402
+from google.adk.models.llm_request import LlmRequest  # noqa: E402
+from google.adk.models.llm_response import LlmResponse  # noqa: E402
+from google.adk.runners import Runner  # noqa: E402
+from google.adk.sessions import InMemorySessionService  # noqa: E402
+from google.adk.tools import preload_memory  # noqa: E402
+from google.genai import types  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
+
+from partner_memory.integrations.google_adk import (  # noqa: E402
+    PartnerMemoryService,
+    message_of,
+    namespace_of,
+)
+
+
+class ChatCompletions(BaseLlm):
+    """An ADK model on an OpenAI-compatible endpoint (ADK's own reach it through LiteLLM)."""
+
+    base_url: str
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        messages: list[Any] = []
+        instruction = llm_request.config.system_instruction
+        if instruction:
+            messages.append({"role": "system", "content": str(instruction)})
+        for content in llm_request.contents:
+            text = "\n".join(p.text for p in content.parts or [] if p.text)
+            messages.append(
+                {"role": "user" if content.role == "user" else "assistant", "content": text}
+            )
+        client = AsyncOpenAI(base_url=self.base_url, api_key="local")
+        answer = await client.chat.completions.create(model=self.model, messages=messages)
+        await client.close()
+        text = answer.choices[0].message.content or ""
+        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
+
+
+async def _save(callback_context: CallbackContext) -> None:
+    await callback_context.add_session_to_memory()
+
+
+def _ask(
+    fake_llm: Any, memory: PartnerMemoryService, user: str, text: str, app: str = "cats"
+) -> str:
+    """One turn in a new ADK session (a new session service: what links the turns is
+    memory alone)."""
+    agent = LlmAgent(
+        name="helper",
+        model=ChatCompletions(model="local", base_url=fake_llm.base_url),
+        instruction="Be brief.",
+        tools=[preload_memory],
+        after_agent_callback=_save,
+    )
+
+    async def run() -> str:
+        sessions = InMemorySessionService()
+        runner = Runner(agent=agent, app_name=app, session_service=sessions, memory_service=memory)
+        session = await sessions.create_session(app_name=app, user_id=user)
+        said = ""
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        async for event in runner.run_async(
+            user_id=user, session_id=session.id, new_message=message
+        ):
+            if event.content and event.content.parts and event.content.parts[0].text:
+                said = event.content.parts[0].text
+        await runner.close()
+        return said
+
+    return asyncio.run(run())
+
+
+def test_sessions_remember_across_restarts_and_rolling_and_users_stay_apart(
+    store_url: str, fake_llm: Any, model: Model
+) -> None:
+    with MemoryService.open(store_url) as service:
+        memory = PartnerMemoryService(memory=service)
+        assert _ask(fake_llm, memory, "user-7", "My cat is called Luna") == "answer 1"
+        _ask(fake_llm, memory, "user-7", "What is my cat called?")
+        assert "Luna" in model.seen[-1]
+        _ask(fake_llm, memory, "user-8", "What is my cat called?")
+        assert "Luna" not in model.seen[-1]
+        _ask(fake_llm, memory, "user-7", "What is my cat called?", app="dogs")
+        assert "Luna" not in model.seen[-1]
+
+    with MemoryService.open(store_url) as service:  # a restart
+        memory = PartnerMemoryService(memory=service)
+        _ask(fake_llm, memory, "user-7", "Remind me what my cat is called")
+        assert "Luna" in model.seen[-1]
+        user_7 = service.memory(namespace_of("cats", "user-7"))
+        said = [w.message for w in user_7.window()]
+        assert [m.text for m in said[:2]] == ["My cat is called Luna", "answer 1"]
+        assert said[0].speaker == "user"
+        assert said[1].speaker == "helper"
+        assert user_7.roll_now(idle=True) is not None
+        _ask(fake_llm, memory, "user-7", "And her name again?")
+        assert "dialog_history" in model.seen[-1]
+
+        found = asyncio.run(
+            memory.search_memory(app_name="cats", user_id="user-7", query="cat Luna")
+        )
+        luna = [m for m in found.memories if m.id == said[0].id]
+        assert luna
+        assert luna[0].author == "user"
+        asyncio.run(memory.delete_memory(app_name="cats", user_id="user-7", memory_id=said[0].id))
+        found = asyncio.run(memory.search_memory(app_name="cats", user_id="user-7", query="Luna"))
+        assert not [m for m in found.memories if m.id == said[0].id]
+        assert "Luna" not in found.memories[0].content.parts[0].text  # the summary too
+
+
+def test_a_session_added_again_records_only_what_is_new_and_never_what_was_deleted(
+    store_url: str,
+) -> None:
+    from google.adk.sessions.session import Session
+
+    def event(author: str, text: str) -> Event:
+        return Event(
+            author=author,
+            content=types.Content(
+                role="user" if author == "user" else "model", parts=[types.Part(text=text)]
+            ),
+        )
+
+    events = [event("user", "I'm off to Kyoto in April"), event("helper", "Noted")]
+    session = Session(id="s1", app_name="travel", user_id="mei", events=events)
+    with MemoryService.open(store_url) as service:
+        memory = PartnerMemoryService(memory=service)
+        asyncio.run(memory.add_session_to_memory(session))
+        asyncio.run(memory.add_session_to_memory(session))
+        handle = service.memory(namespace_of("travel", "mei"))
+        assert [w.message.id for w in handle.window()] == [e.id for e in events]
+        asyncio.run(memory.delete_memory(app_name="travel", user_id="mei", memory_id=events[1].id))
+        session.events.append(event("user", "And Osaka in May"))
+        asyncio.run(memory.add_session_to_memory(session))
+        assert [w.message.text for w in handle.window()] == [
+            "I'm off to Kyoto in April",
+            "And Osaka in May",
+        ]
+        assert handle.roll_now(idle=True) is not None
+        asyncio.run(memory.add_session_to_memory(session))  # now held by a unit
+        assert handle.window() == []
+        asyncio.run(memory.delete_memory(app_name="travel", user_id="mei", memory_id="no-such-id"))
+
+        asyncio.run(
+            memory.add_memory(
+                app_name="travel",
+                user_id="mei",
+                memories=[
+                    MemoryEntry(
+                        content=types.Content(
+                            role="user", parts=[types.Part(text="Prefers window seats")]
+                        ),
+                        author="mei",
+                        timestamp="2026-03-01T10:00:00+00:00",
+                    )
+                ],
+                custom_metadata={"source": "profile"},
+            )
+        )
+        written = handle.window()[0].message
+        assert (written.text, written.speaker, written.metadata["source"]) == (
+            "Prefers window seats",
+            "mei",
+            "profile",
+        )
+        found = asyncio.run(
+            memory.search_memory(app_name="travel", user_id="mei", query="window seats")
+        )
+        assert any(
+            m.id == written.id and m.timestamp == "2026-03-01T10:00:00+00:00"
+            for m in found.memories
+        )
+        found = asyncio.run(memory.search_memory(app_name="travel", user_id="mei", query="Kyoto"))
+        slices = [m for m in found.memories if m.id and m.id.startswith("slice:")]
+        assert slices
+        assert slices[0].author == "memory"
+        asyncio.run(memory.delete_memory(app_name="travel", user_id="mei", memory_id=slices[0].id))
+        found = asyncio.run(memory.search_memory(app_name="travel", user_id="mei", query="Kyoto"))
+        assert not any(
+            "Kyoto" in m.content.parts[0].text for m in found.memories if m.content.parts
+        )
+
+
+def test_scopes_and_events_map_without_collisions() -> None:
+    assert namespace_of("a/b", "c") != namespace_of("a", "b/c")
+    with pytest.raises(InvalidInputError, match="user_id"):
+        namespace_of("app", "")
+    thought = Event(
+        author="helper",
+        content=types.Content(role="model", parts=[types.Part(text="hmm", thought=True)]),
+    )
+    assert message_of(thought, "s") is None
+    call = Event(
+        author="helper",
+        content=types.Content(
+            role="model", parts=[types.Part(function_call=types.FunctionCall(name="f", args={}))]
+        ),
+    )
+    assert message_of(call, "s") is None
+    with pytest.raises(InvalidInputError, match="k must be"):
+        PartnerMemoryService(memory=None, db=None, k=0)

@@ -67,7 +67,8 @@ class NamespaceBinding:
         framework handing a whole conversation again records only what it added;
         how many were recorded. A message another process recorded meanwhile is
         skipped, not refused."""
-        fresh = [m for m in messages if m.id not in self._held([m.id for m in messages])]
+        held = self._held([m.id for m in messages])
+        fresh = [m for m in messages if m.id not in held]
         try:
             self.record(fresh)
         except ConflictError:  # someone recorded part of it meanwhile: one at a time

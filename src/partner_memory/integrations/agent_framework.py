@@ -119,16 +119,8 @@ class PartnerMemoryContextProvider(_Sessions, ContextProvider):
     ) -> None:
         asked = "\n".join(m.text for m in context.input_messages if m.text).strip()
 
-        def read() -> str:
-            binding = self._binding(context.session_id)
-            found = binding.recall(asked, k=self.k).hits if asked else []
-            said = "\n".join(
-                f"- {h.message.speaker or h.message.role}: {h.message.text}" for h in found
-            )
-            recalled = f"<recalled_messages>\n{said}\n</recalled_messages>" if said else ""
-            return "\n".join(part for part in (binding.context_xml(), recalled) if part)
-
-        known = await asyncio.to_thread(read)
+        binding = self._binding(context.session_id)
+        known = await asyncio.to_thread(binding.remembered, asked, k=self.k)
         if known:
             context.extend_instructions(self.source_id, f"What you remember:\n{known}")
 

@@ -38,7 +38,19 @@ def opened(db: str | Path | None, memory: Memory | None) -> tuple[Memory, bool]:
     return memory, False
 
 
-class NamespaceBinding:
+class _Owner:
+    """What opened its memory closes it; what was handed one leaves it open."""
+
+    _memory: Memory
+    _owned: bool
+
+    def close(self) -> None:
+        """Close the service opened from `db` (one handed in stays open)."""
+        if self._owned:
+            self._memory.close()
+
+
+class NamespaceBinding(_Owner):
     """The calls an adapter makes, the same on a service's handle and on a client."""
 
     def __init__(
@@ -124,13 +136,27 @@ class NamespaceBinding:
         except NotFoundError:
             return RecallResult(query=query, hits=[], slices=[])
 
-    def close(self) -> None:
-        """Close what this binding opened; what it was handed stays open."""
-        if self._owned:
-            self._memory.close()
+    def remembered(self, asked: str, *, k: int, window: bool = False) -> str:
+        """What an agent is told it remembers, as one text: the namespace's context, the
+        window's messages (with `window`: for a framework that keeps no copy of what it
+        handed over), and the `k` messages recall finds for `asked`; "" if none."""
+        held = self.window() if window else []
+        found = self.recall(asked, k=k, activate=False).hits if asked.strip() else []
+        shown = {m.id for m in held}
+        parts = [
+            self.context_xml(),
+            _listed("earlier_messages", held),
+            _listed("recalled_messages", [h.message for h in found if h.message.id not in shown]),
+        ]
+        return "\n".join(part for part in parts if part)
 
 
-class NamespaceBindings:
+def _listed(tag: str, messages: Sequence[Message]) -> str:
+    said = "\n".join(f"- {m.speaker or m.role}: {m.text}" for m in messages)
+    return f"<{tag}>\n{said}\n</{tag}>" if said else ""
+
+
+class NamespaceBindings(_Owner):
     """An adapter serving many scopes: each scope's namespace bound on one memory
     (opened from `db` and closed with the adapter, or handed in and left open)."""
 
@@ -145,11 +171,6 @@ class NamespaceBindings:
             if found is None:
                 found = self._bindings[namespace] = NamespaceBinding(namespace, memory=self._memory)
             return found
-
-    def close(self) -> None:
-        """Close the service opened from `db` (one handed in stays open)."""
-        if self._owned:
-            self._memory.close()
 
 
 class BoundAdapter:

@@ -1,6 +1,6 @@
 """Every entry point builds its service from the same `Settings`: under one environment
 (an LLM, a rolling number, no embedder, a recall index directory) the library's
-`open`s, their asyncio twins, each CLI command that opens a memory, and `serve`'s
+`open`s, their asyncio twins, each CLI command that opens a memory (`chat` too), and `serve`'s
 app all build services that agree on each of them."""
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ def test_every_entry_point_builds_the_same_service(
 
     runner = CliRunner()
 
-    def cli(*args: str) -> str:
-        done = runner.invoke(app, list(args))
+    def cli(*args: str, said: str | None = None) -> str:
+        done = runner.invoke(app, list(args), input=said)
         assert done.exit_code == 0, done.output
         ran("partner-memory " + args[0])
         return done.output
@@ -83,6 +83,7 @@ def test_every_entry_point_builds_the_same_service(
     cli("reindex", "-n", "mei")
     found = json.loads(cli("recall", "Kyoto", "-n", "mei", "--json"))
     cli("forget", "message", found["hits"][0]["message"]["id"], "-n", "mei")
+    assert "I noted" in cli("chat", "-n", "mei", said="Hello again\n")  # the LLM's answer
     with PartnerMemory.open(namespace="mei"):
         ran("PartnerMemory.open")
     with MemoryService.open():

@@ -114,6 +114,70 @@ class NamespaceDump:
     consumers: list[tuple[Any, ...]]
     #: Durable consumers' records (consumer, key, JSON value, unit, slice, message).
     records: list[tuple[Any, ...]] = field(default_factory=list)
+    #: Items of the namespace (key, JSON value, created, updated, expires, ttl, message).
+    items: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+class StoredItem(NamedTuple):
+    """A value kept under an exact key (a LangGraph store's item): the store is its
+    authority; a message of the same namespace, when it has one, is how recall finds it."""
+
+    #: The item's namespace: a name the store compares exactly, not necessarily one of
+    #: memory's namespaces (it is one when the item has a message).
+    namespace: str
+    key: str
+    #: The value, as JSON text.
+    value: str
+    created_at: int
+    updated_at: int
+    #: When it stops being found (ms); None: never.
+    expires_at: int | None = None
+    #: The time to live a read may renew `expires_at` by (ms); None: no refreshing.
+    ttl: int | None = None
+    #: The message recall finds it by (None: not searchable by its words).
+    message_id: str | None = None
+
+
+@runtime_checkable
+class ItemStore(Protocol):
+    """Values kept by namespace and exact key, each a row of its own; an item whose
+    message is forgotten (by message, unit or namespace) goes with it."""
+
+    def put_item(self, item: StoredItem) -> StoredItem | None:
+        """Write `item` over the one at its namespace and key (an unexpired one keeps its
+        `created_at`); the row replaced, expired or not (None: there was none)."""
+        ...
+
+    def delete_item(self, namespace: str, key: str) -> StoredItem | None:
+        """Delete an item; the one deleted (None: there was none)."""
+        ...
+
+    def get_items(
+        self, namespace: str, keys: Sequence[str], *, now: int, refresh: bool = False
+    ) -> list[StoredItem]:
+        """The unexpired items of `namespace` among `keys`; with `refresh`, those with a
+        `ttl` expire `ttl` after `now` (and are returned so)."""
+        ...
+
+    def list_items(
+        self,
+        namespaces: Sequence[str],
+        *,
+        now: int,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[StoredItem]:
+        """The unexpired items of `namespaces`, the latest updated first (then by
+        namespace and key), from the `offset`-th on, `limit` at most (None: all)."""
+        ...
+
+    def item_namespaces(self, *, now: int, prefix: str = "") -> list[str]:
+        """The namespaces starting with `prefix` that hold an unexpired item, sorted."""
+        ...
+
+    def expire_items(self, *, now: int, limit: int = 1000) -> list[StoredItem]:
+        """Delete up to `limit` items whose time ran out; the ones deleted."""
+        ...
 
 
 @runtime_checkable
@@ -268,6 +332,7 @@ CAPABILITIES: dict[str, type[Any]] = {
     "forgetting": ForgetStore,
     "dumps": DumpStore,
     "inspection": InspectionStore,
+    "items": ItemStore,
 }
 
 

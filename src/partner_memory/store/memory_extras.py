@@ -28,9 +28,11 @@ from partner_memory.store.capabilities import (
     RecallRow,
     RecallState,
     Resummary,
+    StoredItem,
     StoredKey,
     TopicSlice,
 )
+from partner_memory.store.memory_items import forget_items
 from partner_memory.store.memory_state import (
     ConsumerRow,
     MemoryBase,
@@ -170,6 +172,7 @@ class ExtrasMixin(MemoryBase):
             if quoting and quoting.quotes(messages=asked, slices={c.slice_id for c in resummaries}):
                 state.activation = None
             _forget_records(state, asked, resummaries, {u for _, (u, _) in stored})
+            forget_items(shared, namespace, asked)
             state.recall_generation += 1
             shared.forgets += [(namespace, "message", i, at) for i in message_ids]
             return len(found)
@@ -180,6 +183,7 @@ class ExtrasMixin(MemoryBase):
             if unit is None:
                 raise NotFoundError(f"unit {unit_id!r} not found in namespace {namespace!r}")
             ids = {m.id for m in unit.messages}
+            forget_items(shared, namespace, ids)
             for message_id in ids:
                 state.located.pop(message_id, None)
             state.recall = {k: r for k, r in state.recall.items() if k[0] != unit_id}
@@ -199,6 +203,7 @@ class ExtrasMixin(MemoryBase):
         with self._writing() as shared:
             self._state(shared, namespace)
             del shared.namespaces[namespace]
+            forget_items(shared, namespace, None)
             shared.forgets.append((namespace, "namespace", namespace, at))
 
     def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
@@ -237,15 +242,18 @@ class ExtrasMixin(MemoryBase):
                     (c, r.key, json.dumps(r.value, ensure_ascii=False), r.unit, r.slice, r.message)
                     for (c, _), r in sorted(state.records.items())
                 ],
+                items=[i[1:] for (n, _), i in sorted(shared.items.items()) if n == namespace],
             )
 
     def import_namespace(self, dump: NamespaceDump) -> None:
         with self._writing() as shared:
-            if dump.name in shared.namespaces:
+            if dump.name in shared.namespaces or any(n == dump.name for n, _ in shared.items):
                 raise ConflictError(
                     f"namespace {dump.name!r} already exists in {self.url}; nothing copied"
                 )
             shared.namespaces[dump.name] = _restored(shared, dump)
+            for row in dump.items:
+                shared.items[dump.name, str(row[0])] = StoredItem(dump.name, *row)
 
     # -- inspection ----------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from partner_memory.model import (
     UnitInfo,
     UnitUpdate,
 )
-from partner_memory.store.capabilities import RecallRow, StoredKey, TopicSlice
+from partner_memory.store.capabilities import RecallRow, StoredItem, StoredKey, TopicSlice
 from partner_memory.store.dialect import Capability
 from partner_memory.store.refusals import already_stored, refuse_repeated_ids
 from partner_memory.store.rows import first_generation, message_params
@@ -222,6 +222,8 @@ class SharedMemory:
         self.keys: list[StoredKey] = []
         #: (namespace, kind, target, at) of every forget, oldest first.
         self.forgets: list[tuple[str, str, str, int]] = []
+        #: Items by (namespace, key).
+        self.items: dict[tuple[str, str], StoredItem] = {}
 
     def next_order(self) -> int:
         self.order += 1

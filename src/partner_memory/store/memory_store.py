@@ -37,6 +37,7 @@ from partner_memory.store.base import (
 )
 from partner_memory.store.derived import DerivedVerbs
 from partner_memory.store.memory_extras import ExtrasMixin
+from partner_memory.store.memory_items import ItemsMixin
 from partner_memory.store.memory_log import LogMixin
 from partner_memory.store.memory_state import (
     NamespaceState,
@@ -51,7 +52,7 @@ from partner_memory.store.memory_state import (
 from partner_memory.store.refusals import refuse_repeated_ids, unit_changed
 
 
-class InMemoryStore(ExtrasMixin, LogMixin, DerivedVerbs):
+class InMemoryStore(ExtrasMixin, ItemsMixin, LogMixin, DerivedVerbs):
     """A `MemoryStore` (and every capability) kept in this process's memory; six verbs of
     the core come from `DerivedVerbs`, as a new backend's may."""
 

@@ -59,7 +59,21 @@ TEXT_TABLES = (
     "topics",
     "activations",
     "consumer_records",
+    "items",
 )
+
+#: Step 12's table; keys and namespaces compare (and sort) byte by byte on every backend.
+_ITEMS = """CREATE TABLE items (
+    namespace TEXT{collate} NOT NULL,
+    item_key TEXT{collate} NOT NULL,
+    value TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    expires_at BIGINT,
+    ttl BIGINT,
+    message_id TEXT,
+    PRIMARY KEY (namespace, item_key)
+)"""
 
 MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
     (
@@ -340,5 +354,18 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         ),
         "CREATE INDEX consumer_records_by_unit ON consumer_records (namespace_id, unit_id)",
         "CREATE INDEX consumer_records_by_message ON consumer_records (namespace_id, message_id)",
+    ),
+    # Step 12: values under exact keys (a LangGraph store's items), each one row; the
+    # namespace is the adapter's name for it, compared byte by byte; `message_id` names
+    # the message recall finds it by (a forget of that message deletes the item).
+    (
+        PerBackend(
+            sqlite=_ITEMS.format(collate=""),
+            postgresql=_ITEMS.format(collate=' COLLATE "C"'),  # byte order, as SQLite's
+        ),
+        "CREATE INDEX items_by_update ON items (namespace, updated_at DESC)",
+        "CREATE INDEX items_by_message ON items (namespace, message_id)"
+        " WHERE message_id IS NOT NULL",
+        "CREATE INDEX items_expiring ON items (expires_at) WHERE expires_at IS NOT NULL",
     ),
 )

@@ -33,6 +33,7 @@ from partner_memory.store.sql_base import MESSAGE_COLUMNS, SLICE_COLUMNS, Cursor
 from partner_memory.store.sql_context import ContextSql
 from partner_memory.store.sql_dump import DumpSql
 from partner_memory.store.sql_forget import ForgetSql
+from partner_memory.store.sql_items import ItemSql
 from partner_memory.store.sql_keys import KeySql
 from partner_memory.store.sql_log import LogSql
 from partner_memory.store.sql_recall import RecallSql
@@ -75,7 +76,9 @@ def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
     return clauses, params
 
 
-class SqlStore(WindowSql, ContextSql, LogSql, RecallSql, TopicSql, KeySql, ForgetSql, DumpSql):
+class SqlStore(
+    WindowSql, ContextSql, LogSql, RecallSql, TopicSql, KeySql, ForgetSql, DumpSql, ItemSql
+):
     """Shared implementation of `MemoryStore` over a DB-API connection."""
 
     # -- schema ------------------------------------------------------------------

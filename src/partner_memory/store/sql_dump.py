@@ -31,6 +31,7 @@ _ROLLING = (
 )
 _CONSUMER = "name, durable, position, failures, last_error, last_failure_at"
 _RECORD = "consumer, record_key, value, unit_id, slice_id, message_id"
+_ITEM = "item_key, value, created_at, updated_at, expires_at, ttl, message_id"
 
 
 def _rows(cur: Cursor) -> list[tuple[Any, ...]]:
@@ -67,6 +68,13 @@ class DumpSql(SqlBase):
                 rollings=self._select(cur, _ROLLING, "rollings", "seq", nid),
                 consumers=self._select(cur, _CONSUMER, "consumers", "name", nid),
                 records=self._select(cur, _RECORD, "consumer_records", "consumer, record_key", nid),
+                items=_rows(
+                    self._run(
+                        cur,
+                        f"SELECT {_ITEM} FROM items WHERE namespace = ? ORDER BY item_key",
+                        (namespace,),
+                    )
+                ),
             )
 
     def _select(
@@ -137,3 +145,5 @@ class DumpSql(SqlBase):
             ]
             for table, columns, rows in by_namespace:
                 self._insert_rows(cur, table, "namespace_id, " + columns, [(nid, *r) for r in rows])
+            items = [(dump.name, *r) for r in dump.items]
+            self._insert_rows(cur, "items", "namespace, " + _ITEM, items)

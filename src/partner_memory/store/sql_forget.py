@@ -20,6 +20,7 @@ from partner_memory.store.capabilities import Located, Resummary
 from partner_memory.store.refusals import none_found
 from partner_memory.store.sql_base import Cursor, SqlBase
 from partner_memory.store.sql_context import drop_activation
+from partner_memory.store.sql_items import forget_items
 from partner_memory.store.sql_window import chunks, in_list, remove_window
 
 #: What a forgotten message's metadata says instead of what it said.
@@ -101,6 +102,7 @@ class ForgetSql(SqlBase):
                 messages=set(message_ids),
                 slices={change.slice_id for change in resummaries},
             )
+            forget_items(self, cur, namespace, message_ids)
             self._forget_records(
                 cur,
                 namespace_id,
@@ -128,6 +130,12 @@ class ForgetSql(SqlBase):
                 "DELETE FROM consumer_records WHERE namespace_id = ? AND (unit_id = ? OR"
                 " message_id IN (SELECT message_id FROM messages WHERE unit_pk = ?))",
                 (namespace_id, unit_id, unit_pk),
+            )
+            self._run(  # the items it made searchable
+                cur,
+                "DELETE FROM items WHERE namespace = ? AND message_id IN"
+                " (SELECT message_id FROM messages WHERE unit_pk = ?)",
+                (namespace, unit_pk),
             )
             for table in ("recall_docs", "topics", "messages", "slices"):
                 self._run(cur, f"DELETE FROM {table} WHERE unit_pk = ?", (unit_pk,))
@@ -166,6 +174,7 @@ class ForgetSql(SqlBase):
             ):
                 self._run(cur, f"DELETE FROM {table} WHERE namespace_id = ?", (namespace_id,))
             self._run(cur, "DELETE FROM namespaces WHERE id = ?", (namespace_id,))
+            self._run(cur, "DELETE FROM items WHERE namespace = ?", (namespace,))
             self._record(cur, namespace, "namespace", [namespace], at)
 
     def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:

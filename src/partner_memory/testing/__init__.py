@@ -32,6 +32,7 @@ from partner_memory.testing.capabilities import (
     RecallContract,
     TopicsContract,
 )
+from partner_memory.testing.items import ItemsContract
 from partner_memory.testing.log import LogContract
 from partner_memory.testing.units import UnitContract
 from partner_memory.testing.window import WindowContract
@@ -42,6 +43,7 @@ __all__ = [
     "DumpContract",
     "ForgetContract",
     "InspectionContract",
+    "ItemsContract",
     "KeysContract",
     "LogContract",
     "RecallContract",
@@ -63,6 +65,7 @@ class CapabilityContracts(
     ForgetContract,
     DumpContract,
     InspectionContract,
+    ItemsContract,
 ):
     """The optional capabilities, each skipped where the backend lacks it."""
 

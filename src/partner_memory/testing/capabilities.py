@@ -13,9 +13,11 @@ from partner_memory.store.capabilities import (
     DumpStore,
     ForgetStore,
     InspectionStore,
+    ItemStore,
     KeyStore,
     RecallStore,
     Resummary,
+    StoredItem,
     StoredKey,
     TopicStore,
     supports,
@@ -291,6 +293,9 @@ class DumpContract:
         store.mark_idle_checked("ns", 7)
         _follow(store, "keeper", "ns", lambda e: [Record("k", {"seq": e.seq}, unit=e.unit.id)])
         store.record_consumer_failure("hook", "ns", durable=False, error="oops", at=3)
+        if isinstance(store, ItemStore):
+            store.put_item(StoredItem("ns", "k", '{"a":1}', 1, 2, 9, 5, said[0].id))
+            store.put_item(StoredItem("ns-other", "k", '{"b":2}', 1, 2))
         dump = store.export_namespace("ns")
         with pytest.raises(ConflictError):
             store.import_namespace(dump)
@@ -300,6 +305,9 @@ class DumpContract:
         assert store.export_namespace("ns") == dump
         assert store.read_messages("ns", "u1", 0, 5) == said
         assert [r.value for r in store.read_records("keeper", "ns")] == [{"seq": 1}]
+        if isinstance(store, ItemStore):
+            assert dump.items == [("k", '{"a":1}', 1, 2, 9, 5, said[0].id)]
+            assert [i.value for i in store.get_items("ns", ["k"], now=3)] == ['{"a":1}']
         with pytest.raises(NotFoundError):
             store.export_namespace("ghost")
 

@@ -161,6 +161,18 @@ def test_items_are_exact_and_listed_as_langgraph_lists_them(backend_url: str) ->
         assert store.get(("users", "7", "prefs"), "Food") is not None
 
 
+def test_a_filter_reads_past_the_first_page(backend_url: str) -> None:
+    with MemoryService.open(backend_url) as service:
+        store = PartnerMemoryStore(memory=service)
+        rare = {5, 300, 420}
+        for i in range(450):
+            store.put(("many",), f"k{i:03}", {"rare": i in rare}, index=False)
+        found = store.search(("many",), filter={"rare": True}, limit=10)
+        assert sorted(i.key for i in found) == ["k005", "k300", "k420"]
+        assert len(store.search(("many",), filter={"rare": True}, offset=1)) == 2
+        assert len(store.search(("many",), filter={"rare": False}, limit=400)) == 400
+
+
 def test_the_async_interface_and_a_batch(backend_url: str) -> None:
     from langgraph.store.base import GetOp, PutOp, SearchOp
 

@@ -65,6 +65,8 @@ _MINUTE_MS = 60_000
 #: Candidates recall is asked for per result when a filter may drop some.
 _FILTERED_CANDIDATES = 4
 _MAX_CANDIDATES = 1000
+#: Items a filtered listing reads at a time.
+_FILTER_PAGE = 200
 _OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
 
@@ -243,45 +245,61 @@ class PartnerMemoryStore(BaseStore):
         prefix = namespace_of(op.namespace_prefix)
         _check_filter(op.filter)
         now = _now()
+        found: list[tuple[StoredItem, float | None]]
         if op.query and op.query.strip():
             found = self._recalled(prefix, op, now)
         elif op.filter:
-            listed = self._items.list_items(prefix, now=now)
-            found = [(_item(i), None) for i in listed if _matches(i, op.filter)]
-            found = found[op.offset : op.offset + op.limit]
+            found = [(i, None) for i in self._filtered(prefix, op, now)]
         else:
             listed = self._items.list_items(prefix, now=now, limit=op.limit, offset=op.offset)
-            found = [(_item(i), None) for i in listed]
+            found = [(i, None) for i in listed]
         if op.refresh_ttl:
-            self._refresh([item for item, _ in found])
+            self._refresh([item for item, _ in found if item.ttl is not None])
         return [
             SearchItem(i.namespace, i.key, i.value, i.created_at, i.updated_at, score)
-            for i, score in found
+            for i, score in ((_item(stored), score) for stored, score in found)
         ]
 
-    def _recalled(self, prefix: str, op: SearchOp, now: int) -> list[tuple[Item, float | None]]:
-        """Recall's hits in each namespace under `prefix`, as their items, best first."""
+    def _filtered(self, prefix: str, op: SearchOp, now: int) -> list[StoredItem]:
+        """The items under `prefix` the filter keeps, newest first, read a page at a time
+        until the `offset + limit` first are found."""
+        kept: list[StoredItem] = []
+        offset = 0
+        while len(kept) < op.offset + op.limit:
+            page = self._items.list_items(prefix, now=now, limit=_FILTER_PAGE, offset=offset)
+            kept += [i for i in page if _matches(i, op.filter)]
+            if len(page) < _FILTER_PAGE:
+                break
+            offset += _FILTER_PAGE
+        return kept[op.offset : op.offset + op.limit]
+
+    def _recalled(
+        self, prefix: str, op: SearchOp, now: int
+    ) -> list[tuple[StoredItem, float | None]]:
+        """Recall's hits in each namespace under `prefix`, as their items, best first (a
+        hit of a message its item no longer names - replaced meanwhile - is none)."""
         wanted = op.offset + op.limit
         k = min(_MAX_CANDIDATES, wanted * _FILTERED_CANDIDATES) if op.filter else wanted
-        scored: list[tuple[float, Item]] = []
+        scored: list[tuple[float, StoredItem]] = []
         for namespace in self._items.item_namespaces(now=now, prefix=prefix):
             try:
                 hits = self._service.memory(namespace).recall(op.query or "", k=k, activate=False)
             except NotFoundError:  # only unindexed items: no messages
                 continue
-            by_key = {h.message.metadata.get(KEY_KEY): h for h in hits.hits}
-            keys = [k for k in by_key if isinstance(k, str)]
-            for item in self._items.get_items(namespace, keys, now=now):
-                hit = by_key[item.key]
-                if hit.message.id == item.message_id and _matches(item, op.filter):
-                    scored.append((hit.score, _item(item)))
+            scores = {h.message.id: h.score for h in hits.hits}
+            keys = {h.message.metadata.get(KEY_KEY) for h in hits.hits}
+            held = [k for k in keys if isinstance(k, str)]
+            for item in self._items.get_items(namespace, held, now=now):
+                score = scores.get(item.message_id or "")
+                if score is not None and _matches(item, op.filter):
+                    scored.append((score, item))
         scored.sort(key=lambda s: -s[0])
         return [(item, score) for score, item in scored[op.offset : wanted]]
 
-    def _refresh(self, items: Sequence[Item]) -> None:
+    def _refresh(self, items: Sequence[StoredItem]) -> None:
         by_namespace: dict[str, list[str]] = {}
         for item in items:
-            by_namespace.setdefault(namespace_of(item.namespace), []).append(item.key)
+            by_namespace.setdefault(item.namespace, []).append(item.key)
         for namespace, keys in by_namespace.items():
             self._items.get_items(namespace, keys, now=_now(), refresh=True)
 

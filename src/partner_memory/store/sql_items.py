@@ -73,7 +73,7 @@ class ItemSql(SqlBase):
         self, namespace: str, keys: Sequence[str], *, now: int, refresh: bool = False
     ) -> list[StoredItem]:
         found: list[StoredItem] = []
-        with self._transaction(write=refresh) as cur:
+        with self._transaction(write=False) as cur:
             for chunk in chunks(list(dict.fromkeys(keys))):
                 rows = self._run(
                     cur,
@@ -82,7 +82,8 @@ class ItemSql(SqlBase):
                     (namespace, *chunk, now),
                 ).fetchall()
                 found += [_item(r) for r in rows]
-            if refresh:
+        if refresh and any(i.ttl is not None for i in found):  # a write only when one expires
+            with self._transaction(write=True) as cur:
                 found = [self._refreshed(cur, i, now) for i in found]
         return found
 

@@ -16,15 +16,14 @@ peers (the `bench` extra); a missing peer is reported and skipped.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench_ingest import pg_schema_url  # same folder: the scripts share helpers
+from bench_store import measure
 from partner_memory.integrations.langgraph import PartnerMemoryStore
 from partner_memory.service import MemoryService
 
@@ -37,15 +36,8 @@ def value(i: int) -> dict[str, Any]:
 
 
 def timed(op: Callable[[int], object], reps: int) -> tuple[float, float]:
-    for i in range(5):
-        op(-1 - i)
-    samples = []
-    for i in range(reps):
-        start = time.perf_counter()
-        op(i)
-        samples.append((time.perf_counter() - start) * 1000)
-    samples.sort()
-    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+    taken = measure(op, reps, warmup=5)  # type: ignore[arg-type]  # results are dropped
+    return taken.median_ms, taken.p99_ms
 
 
 def run(store: Any, items: int, reps: int) -> dict[str, tuple[float, float]]:
@@ -88,16 +80,6 @@ def langgraph_postgres(url: str) -> Iterator[Any]:
         yield store
 
 
-def fresh_pg(url: str) -> str:
-    """A new database on the server, so every store starts empty."""
-    import psycopg
-
-    name = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}".encode())
-    return url.rsplit("/", 1)[0] + "/" + name
-
-
 def table(title: str, results: dict[str, dict[str, tuple[float, float]]], peer: str) -> None:
     names = list(results)
     print(f"\n### {title}\n")
@@ -132,10 +114,10 @@ def main() -> None:
     if args.no_pg:
         return
     postgres: dict[str, dict[str, tuple[float, float]]] = {}
-    with ours(fresh_pg(args.pg)) as store:
+    with ours(pg_schema_url(args.pg)) as store:
         postgres["partner-memory"] = run(store, args.items, args.reps)
     try:
-        with langgraph_postgres(fresh_pg(args.pg)) as store:
+        with langgraph_postgres(pg_schema_url(args.pg)) as store:
             postgres["LangGraph PostgresStore"] = run(store, args.items, args.reps)
     except ImportError as exc:
         print(f"LangGraph PostgresStore skipped: {exc}")

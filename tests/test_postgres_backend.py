@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import tempfile
+from collections.abc import Callable
+
 import pytest
 
 from partner_memory.errors import ConfigurationError, StorageUnavailableError
@@ -197,4 +201,40 @@ def test_connections_carry_keepalives_and_the_servers_idle_transaction_limit(
         assert parameters["tcp_user_timeout"] == "12500"
         assert limit == "12500ms"
     finally:
+        store.close()
+
+
+def _round_trips(store: PostgresStore, work: Callable[[], object]) -> int:
+    """How many times the store's one connection waited for the server during `work`
+    (libpq's protocol trace: each run of client messages answered by the server)."""
+    import psycopg
+
+    with tempfile.TemporaryFile("w+") as trace:
+        with store._pool.connection() as conn:
+            conn.pgconn.trace(trace.fileno())
+            conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        work()
+        with store._pool.connection() as conn:
+            conn.pgconn.untrace()
+        trace.seek(0)
+        senders = [line[0] for line in trace.read().splitlines() if line[:1] in ("F", "B")]
+    return sum(
+        1 for sent, answered in itertools.pairwise(senders) if (sent, answered) == ("F", "B")
+    )
+
+
+def test_a_turn_and_a_write_take_two_round_trips(pg_url: str) -> None:
+    from partner_memory.memory import PartnerMemory
+    from partner_memory.store.capabilities import StoredItem
+
+    store = PostgresStore(pg_url, min_connections=1, max_connections=1)
+    memory = PartnerMemory(store, "ns")
+    try:
+        memory.record_turn("hello", "hi")  # the namespace exists from here on
+        assert _round_trips(store, lambda: memory.record_turn("how are you?", "fine")) == 2
+        assert _round_trips(store, lambda: store.set_session("ns", "s2")) == 2  # no read
+        assert _round_trips(store, lambda: store.put_item(StoredItem("i/", "k", "{}", 1, 1))) <= 3
+        assert memory.trajectory.snapshot()[-1].content.endswith("fine")
+    finally:
+        memory.close()
         store.close()

@@ -14,6 +14,7 @@ deadline dropped is never retried (the server is stalled, not gone).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -31,27 +32,42 @@ Connection = psycopg.Connection[tuple[object, ...]]
 
 
 class _Attempt:
-    """One connection from the pool, watched, pipelined, inside a transaction."""
+    """One connection from the pool, watched, pipelined, inside a transaction begun by
+    hand (the pool's connections autocommit)."""
 
     def __init__(self) -> None:
         self._stack = ExitStack()
         self.conn: Connection | None = None
 
     def open(self, pool: psycopg_pool.ConnectionPool[Any], watch: Any) -> _Attempt:
-        """Enter it all; on failure the attempt stays to be ended by the caller."""
-        self.conn = self._stack.enter_context(pool.connection())
-        self._stack.enter_context(watch(self.conn))
-        self._stack.enter_context(self.conn.pipeline())
-        self._stack.enter_context(self.conn.transaction())
-        self.cursor = self._stack.enter_context(self.conn.cursor())
+        """Enter it all; on failure the attempt stays to be ended by the caller. The
+        connection is in autocommit mode and BEGIN is sent by hand, so it travels with
+        the transaction's first statements instead of costing a round trip of its own."""
+        conn = self.conn = self._stack.enter_context(pool.connection())
+        self._stack.enter_context(watch(conn))
+        self._stack.callback(_rolled_back, conn)  # whatever ended the pipeline
+        self.pipeline = self._stack.enter_context(conn.pipeline())
+        self.cursor = self._stack.enter_context(conn.cursor())
+        self.cursor.execute(b"BEGIN READ ONLY" if conn.read_only else b"BEGIN")
         return self
 
     def end(self, exc: BaseException | None) -> None:
-        """Commit (no exception) or roll back, and give the connection back to the pool."""
+        """Commit (no exception) or roll back, and give the connection back to the pool.
+        COMMIT goes with the pipeline's last sync: one round trip."""
         if exc is None:
+            self.cursor.execute(b"COMMIT")
             self._stack.close()
         else:
             self._stack.__exit__(type(exc), exc, exc.__traceback__)
+
+
+def _rolled_back(conn: Connection) -> None:
+    """Leave no transaction open on a connection going back to the pool (a failed
+    statement, or a COMMIT that never ran); a broken connection is the pool's to drop."""
+    if conn.broken or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return
+    with contextlib.suppress(psycopg.Error):
+        conn.execute(b"ROLLBACK")
 
 
 class ReplayingCursor:
@@ -134,6 +150,10 @@ class ReplayingCursor:
         return attempt
 
     def end(self, exc: BaseException | None) -> None:
+        if exc is None and self._sent is not None:
+            # nothing was answered yet: hear from the server before the COMMIT, so a
+            # connection found dead now is still one whose transaction can be sent again
+            self._answered(lambda _: self._attempt.pipeline.sync())
         self._attempt.end(exc)
 
 

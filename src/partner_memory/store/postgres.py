@@ -95,7 +95,8 @@ class PostgresStore(SqlStore):
             max_size=max_connections,
             timeout=connect_timeout,
             kwargs={
-                "autocommit": False,
+                # transactions are begun by hand, pipelined with their statements
+                "autocommit": True,
                 "connect_timeout": max(1, int(connect_timeout)),
                 # the kernel's own checks beside the watchdog: an idle pooled connection
                 # to a vanished server is found by keepalives, and unacknowledged data is
@@ -167,12 +168,8 @@ class PostgresStore(SqlStore):
 
     def _vacuum(self, tables: Sequence[str], *, full: bool = False) -> None:
         with self._translated(), self._pool.connection() as conn:
-            conn.autocommit = True  # VACUUM runs outside a transaction
-            try:
-                for table in tables:
-                    conn.execute(f"VACUUM {'FULL ' if full else ''}{table}")
-            finally:
-                conn.autocommit = False
+            for table in tables:  # outside a transaction: the pool's connections autocommit
+                conn.execute(f"VACUUM {'FULL ' if full else ''}{table}")
 
     def _configure(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         # JIT compiles a query whose estimated cost is high - as every plan looks
@@ -185,7 +182,6 @@ class PostgresStore(SqlStore):
             "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
             (f"{int(self._watchdog.deadline * 1000)}ms",),
         )
-        conn.commit()
         # the server refuses writes too, should one slip past _transaction
         conn.read_only = self.read_only
 

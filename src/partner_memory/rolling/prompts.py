@@ -7,6 +7,7 @@ paragraph in the agent's own first-person voice.
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
@@ -51,10 +52,17 @@ COMPRESS_SYSTEM = {
 }
 
 
+#: Deletes ASCII letters: an ASCII text's letters are counted by what this removes.
+_ASCII_LETTERS = str.maketrans("", "", string.ascii_letters)
+
+
 def language(texts: Sequence[str]) -> str:
     """'zh' when most letters are CJK, else 'en'."""
     cjk = letters = 0
     for text in texts:
+        if text.isascii():  # no CJK, and its letters counted in C, not char by char
+            letters += len(text) - len(text.translate(_ASCII_LETTERS))
+            continue
         for ch in text:
             if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf":
                 cjk += 1

@@ -8,6 +8,7 @@ carry the most weight in the increment, segmenting Chinese with jieba-rs.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -85,16 +86,29 @@ def _speaker(message: Message, lang: str) -> tuple[str, str]:
     return named, "name"
 
 
-def _tokens(text: str) -> list[str]:
+def _tokens(text: str) -> tuple[str, ...]:
+    """A sentence's content words. Consecutive rollings summarise overlapping windows,
+    so most sentences come again (about twice each): those of ordinary length are
+    segmented once and kept (at most 65,536 of them, so at most ~65 MB of text)."""
+    return _segmented(text) if len(text) <= _CACHED_CHARS else _segment(text)
+
+
+_CACHED_CHARS = 1000
+
+
+def _segment(text: str) -> tuple[str, ...]:
     # imported on first use: loading the segmenter's dictionary takes ~90 ms, which
     # commands that only read memory should not pay at start-up
     import rjieba
 
-    return [
+    return tuple(
         t.lower()
         for t in rjieba.cut(text)
         if _WORD.search(t) and t.lower() not in _STOPWORDS and not t.isdigit()
-    ]
+    )
+
+
+_segmented = functools.lru_cache(maxsize=1 << 16)(_segment)
 
 
 class ExtractiveSummarizer:
@@ -107,7 +121,7 @@ class ExtractiveSummarizer:
 
     def summarize(self, messages: Sequence[Message], meter: UsageMeter) -> str:
         lang = language([m.content for m in messages])
-        sentences: list[tuple[int, str, str, list[str]]] = []
+        sentences: list[tuple[int, str, str, tuple[str, ...]]] = []
         speakers: list[str] = []  # the participants, each once, by name
         named = False
         for message in messages:
@@ -125,13 +139,13 @@ class ExtractiveSummarizer:
         frequency = Counter(w for *_, words in sentences for w in set(words))
         top = max(frequency.values())
 
-        def score(item: tuple[int, str, str, list[str]]) -> float:
+        def score(item: tuple[int, str, str, tuple[str, ...]]) -> float:
             words = set(item[3])
             weight = sum(frequency[w] / top for w in words) / math.sqrt(len(item[3]) + 1)
             return weight * min(1.0, len(item[3]) / 4)  # "Ha, ha!" says little
 
         budget = self.max_chars
-        chosen: list[tuple[int, str, str, list[str]]] = []
+        chosen: list[tuple[int, str, str, tuple[str, ...]]] = []
         for item in sorted(sentences, key=score, reverse=True):
             cost = len(item[2]) + len(item[1]) + 2
             if cost <= budget or not chosen:

@@ -30,6 +30,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,11 +54,13 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path
 
-from partner_memory.errors import InvalidInputError, NotFoundError
+from partner_memory.errors import InvalidInputError, NotFoundError, PartnerMemoryError
 from partner_memory.integrations.binding import opened
 from partner_memory.model import Message
 from partner_memory.service import MemoryService
 from partner_memory.store.capabilities import ItemStore, StoredItem, require
+
+log = logging.getLogger(__name__)
 
 #: Where an item's message names the item's key.
 KEY_KEY = "langgraph_key"
@@ -159,7 +162,10 @@ class PartnerMemoryStore(BaseStore):
         def sweep() -> None:
             try:
                 while not stop.wait(minutes * 60):
-                    self.sweep_ttl()
+                    try:
+                        self.sweep_ttl()
+                    except PartnerMemoryError as exc:  # an outage: the next sweep tries again
+                        log.warning("the LangGraph store's TTL sweep failed: %s", exc)
             finally:
                 done.set_result(None)
 

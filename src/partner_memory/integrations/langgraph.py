@@ -32,7 +32,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,6 +53,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path
 
+from partner_memory.clock import system_clock
 from partner_memory.errors import InvalidInputError, NotFoundError, PartnerMemoryError
 from partner_memory.integrations.binding import opened
 from partner_memory.model import Message
@@ -142,9 +142,8 @@ class PartnerMemoryStore(BaseStore):
     def sweep_ttl(self) -> int:
         """Delete the items whose time ran out, and their messages; how many."""
         swept = 0
-        while gone := self._items.expire_items(now=_now()):
-            for item in gone:
-                self._forget(item)
+        while gone := self._items.expire_items(now=system_clock()):
+            self._forget(gone)
             swept += len(gone)
         return swept
 
@@ -196,7 +195,7 @@ class PartnerMemoryStore(BaseStore):
 
     def _get(self, op: GetOp) -> Item | None:
         found = self._items.get_items(
-            namespace_of(op.namespace), [op.key], now=_now(), refresh=op.refresh_ttl
+            namespace_of(op.namespace), [op.key], now=system_clock(), refresh=op.refresh_ttl
         )
         return _item(found[0]) if found else None
 
@@ -205,7 +204,7 @@ class PartnerMemoryStore(BaseStore):
         if op.value is None:
             deleted = self._items.delete_item(namespace, op.key)
             if deleted is not None:
-                self._forget(deleted)
+                self._forget([deleted])
             return
         if not isinstance(op.value, Mapping):
             raise InvalidInputError(f"a store value must be a dict, got {type(op.value).__name__}")
@@ -213,7 +212,7 @@ class PartnerMemoryStore(BaseStore):
             value = json.dumps(dict(op.value), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"a store value must be JSON: {exc}") from exc
-        now = _now()
+        now = system_clock()
         ttl = None if op.ttl is None else _ttl_ms(op.ttl)
         message_id = None if op.index is False else self._indexed(namespace, op, op.value, now)
         replaced = self._items.put_item(
@@ -229,7 +228,7 @@ class PartnerMemoryStore(BaseStore):
             )
         )
         if replaced is not None:
-            self._forget(replaced)
+            self._forget([replaced])
 
     def _indexed(self, namespace: str, op: PutOp, value: Mapping[str, Any], now: int) -> str | None:
         """Record the message recall finds the item by (None: its fields hold no text)."""
@@ -241,16 +240,17 @@ class PartnerMemoryStore(BaseStore):
         self._service.memory(namespace).record_messages([message])
         return message.id
 
-    def _forget(self, item: StoredItem) -> None:
-        if item.message_id is None:
-            return
-        with contextlib.suppress(NotFoundError):  # forgotten already (the namespace, by hand)
-            self._service.memory(item.namespace).forget_messages([item.message_id])
+    def _forget(self, items: Sequence[StoredItem]) -> None:
+        """Forget the messages of items gone or replaced: one forget per namespace."""
+        held = [(i.namespace, i.message_id) for i in items if i.message_id is not None]
+        for namespace, ids in _by_namespace(held).items():
+            with contextlib.suppress(NotFoundError):  # forgotten already (namespace, by hand)
+                self._service.memory(namespace).forget_messages(ids)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = namespace_of(op.namespace_prefix)
         _check_filter(op.filter)
-        now = _now()
+        now = system_clock()
         found: list[tuple[StoredItem, float | None]]
         if op.query and op.query.strip():
             found = self._recalled(prefix, op, now)
@@ -261,10 +261,7 @@ class PartnerMemoryStore(BaseStore):
             found = [(i, None) for i in listed]
         if op.refresh_ttl:
             self._refresh([item for item, _ in found if item.ttl is not None])
-        return [
-            SearchItem(i.namespace, i.key, i.value, i.created_at, i.updated_at, score)
-            for i, score in ((_item(stored), score) for stored, score in found)
-        ]
+        return [SearchItem(**_fields(stored), score=score) for stored, score in found]
 
     def _filtered(self, prefix: str, op: SearchOp, now: int) -> list[StoredItem]:
         """The items under `prefix` the filter keeps, newest first, read a page at a time
@@ -303,24 +300,27 @@ class PartnerMemoryStore(BaseStore):
         return [(item, score) for score, item in scored[op.offset : wanted]]
 
     def _refresh(self, items: Sequence[StoredItem]) -> None:
-        by_namespace: dict[str, list[str]] = {}
-        for item in items:
-            by_namespace.setdefault(item.namespace, []).append(item.key)
-        for namespace, keys in by_namespace.items():
-            self._items.get_items(namespace, keys, now=_now(), refresh=True)
+        for namespace, keys in _by_namespace((i.namespace, i.key) for i in items).items():
+            self._items.get_items(namespace, keys, now=system_clock(), refresh=True)
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         prefix = _plain_prefix(op.match_conditions or ())
-        found = [labels_of(n) for n in self._items.item_namespaces(now=_now(), prefix=prefix)]
+        found = [
+            labels_of(n) for n in self._items.item_namespaces(now=system_clock(), prefix=prefix)
+        ]
         if op.match_conditions:
             found = [ns for ns in found if all(_meets(c, ns) for c in op.match_conditions)]
-        if op.max_depth is not None:
-            found = sorted({ns[: op.max_depth] for ns in found})
-        return sorted(found)[op.offset : op.offset + op.limit]
+        depth = op.max_depth
+        listed = sorted(found if depth is None else {ns[:depth] for ns in found})
+        return listed[op.offset : op.offset + op.limit]
 
 
-def _now() -> int:
-    return int(time.time() * 1000)
+def _by_namespace(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """(namespace, name) pairs as each namespace's names, in order."""
+    grouped: dict[str, list[str]] = {}
+    for namespace, name in pairs:
+        grouped.setdefault(namespace, []).append(name)
+    return grouped
 
 
 def _ttl_ms(minutes: float) -> int:
@@ -330,13 +330,18 @@ def _ttl_ms(minutes: float) -> int:
 
 
 def _item(stored: StoredItem) -> Item:
-    return Item(
-        value=json.loads(stored.value),
-        key=stored.key,
-        namespace=labels_of(stored.namespace),
-        created_at=datetime.fromtimestamp(stored.created_at / 1000, UTC),
-        updated_at=datetime.fromtimestamp(stored.updated_at / 1000, UTC),
-    )
+    return Item(**_fields(stored))
+
+
+def _fields(stored: StoredItem) -> dict[str, Any]:
+    """What LangGraph's `Item` and `SearchItem` are made of."""
+    return {
+        "value": json.loads(stored.value),
+        "key": stored.key,
+        "namespace": labels_of(stored.namespace),
+        "created_at": datetime.fromtimestamp(stored.created_at / 1000, UTC),
+        "updated_at": datetime.fromtimestamp(stored.updated_at / 1000, UTC),
+    }
 
 
 def _plain_prefix(conditions: Sequence[MatchCondition]) -> str:

@@ -137,6 +137,10 @@ class StoredItem(NamedTuple):
     #: The message recall finds it by (None: not searchable by its words).
     message_id: str | None = None
 
+    def live(self, now: int) -> bool:
+        """Whether it is still found at `now` (ms)."""
+        return self.expires_at is None or self.expires_at > now
+
 
 @runtime_checkable
 class ItemStore(Protocol):
@@ -160,15 +164,11 @@ class ItemStore(Protocol):
         ...
 
     def list_items(
-        self,
-        namespaces: Sequence[str],
-        *,
-        now: int,
-        limit: int | None = None,
-        offset: int = 0,
+        self, prefix: str, *, now: int, limit: int | None = None, offset: int = 0
     ) -> list[StoredItem]:
-        """The unexpired items of `namespaces`, the latest updated first (then by
-        namespace and key), from the `offset`-th on, `limit` at most (None: all)."""
+        """The unexpired items of the namespaces starting with `prefix`, the latest
+        updated first (then by namespace and key), from the `offset`-th on, `limit` at
+        most (None: all)."""
         ...
 
     def item_namespaces(self, *, now: int, prefix: str = "") -> list[str]:

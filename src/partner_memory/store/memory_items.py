@@ -14,16 +14,15 @@ class ItemsMixin(MemoryBase):
     store's lock."""
 
     def put_item(self, item: StoredItem) -> StoredItem | None:
-        for value, what in ((item.created_at, "created_at"), (item.updated_at, "updated_at")):
-            bigint(value, what)
-        bigint(item.expires_at, "expires_at")
-        bigint(item.ttl, "ttl")
+        for what in ("created_at", "updated_at", "expires_at", "ttl"):
+            bigint(getattr(item, what), what)
         with self._writing() as shared:
             held = shared.items.get((item.namespace, item.key))
-            alive = held is not None and (
-                held.expires_at is None or held.expires_at > item.updated_at
+            created = (
+                held.created_at
+                if held is not None and held.live(item.updated_at)
+                else item.created_at
             )
-            created = held.created_at if held is not None and alive else item.created_at
             shared.items[item.namespace, item.key] = item._replace(created_at=created)
             return held
 
@@ -36,7 +35,7 @@ class ItemsMixin(MemoryBase):
     ) -> list[StoredItem]:
         with self._writing() if refresh else self._reading() as shared:
             found = [shared.items.get((namespace, k)) for k in dict.fromkeys(keys)]
-            live = [i for i in found if i is not None and _live(i, now)]
+            live = [i for i in found if i is not None and i.live(now)]
             if refresh:
                 live = [_refreshed(shared, i, now) for i in live]
             return live
@@ -57,7 +56,7 @@ class ItemsMixin(MemoryBase):
         check_limit(limit)
         with self._writing() as shared:
             gone = sorted(
-                (i for i in shared.items.values() if not _live(i, now)),
+                (i for i in shared.items.values() if not i.live(now)),
                 key=lambda i: i.expires_at or 0,
             )[:limit]
             for item in gone:
@@ -76,12 +75,8 @@ def forget_items(shared: SharedMemory, namespace: str, message_ids: Iterable[str
     }
 
 
-def _live(item: StoredItem, now: int) -> bool:
-    return item.expires_at is None or item.expires_at > now
-
-
 def _under(items: Iterable[StoredItem], prefix: str, now: int) -> list[StoredItem]:
-    return [i for i in items if i.namespace.startswith(prefix) and _live(i, now)]
+    return [i for i in items if i.namespace.startswith(prefix) and i.live(now)]
 
 
 def _newest_first(item: StoredItem) -> tuple[int, str, str]:

@@ -40,14 +40,13 @@ class ItemSql(SqlBase):
                 ).fetchone()
                 if inserted is not None:
                     return None
-            alive = held.expires_at is None or held.expires_at > item.updated_at
             self._run(
                 cur,
                 "UPDATE items SET value = ?, created_at = ?, updated_at = ?, expires_at = ?,"
                 " ttl = ?, message_id = ? WHERE namespace = ? AND item_key = ?",
                 (
                     item.value,
-                    held.created_at if alive else item.created_at,
+                    held.created_at if held.live(item.updated_at) else item.created_at,
                     item.updated_at,
                     item.expires_at,
                     item.ttl,

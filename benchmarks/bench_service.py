@@ -8,9 +8,18 @@
    figure of that version is measured in the same run, side by side.
 2. Threads and RSS of one process holding 10, 1,000 and 10,000 namespaces,
    each opened and given one turn.
+3. Turns/s of 1, 2, 4 and 8 concurrent writers (threads of one process, or
+   processes; each on its own namespace, or all on one), SQLite and
+   PostgreSQL, with the OpenAI Agents SDK's SQLiteSession, LangChain's
+   SQLChatMessageHistory and LangGraph's store beside ours in the same run, and
+   our commits (fsyncs) per acknowledged turn: writers that queue for a
+   SQLite file share its commits (group commit). Ours is the whole service:
+   its rollings (every 36 turns, offline summaries, recall index) run too.
 
 Usage: python benchmarks/bench_service.py [--turns 400] [--pg URL] [--no-pg]
        [--namespaces 10,1000,10000] [--baseline-src DIR]
+       [--sections sharing,namespaces,writers] [--writer-turns 150] [--writers 1,2,4,8]
+Needs the `bench` extra for the peers.
 """
 
 from __future__ import annotations
@@ -27,9 +36,11 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 from bench_ingest import pct, pg_schema_url  # same folder: the scripts share helpers
+from writers import SYSTEMS, Figures, writer_processes, writer_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,6 +173,41 @@ def many_namespaces(args: argparse.Namespace, tmp: Path) -> None:
         service.close()
 
 
+def writers(args: argparse.Namespace, tmp: Path) -> None:
+    counts = [int(c) for c in args.writers.split(",")]
+    backends = ["sqlite"] + ([] if args.no_pg else ["postgres"])
+    print(f"\nconcurrent writers, {args.writer_turns} turns each: turns/s (all writers together)")
+    for backend in backends:
+        for mode, run in (("threads", writer_threads), ("processes", writer_processes)):
+            for shared_ns in (False, True):
+                where = "one namespace" if shared_ns else "own namespaces"
+                print(f"\n### {backend}, {mode}, {where}\n")
+                print("| system | " + " | ".join(f"{n} writers" for n in counts) + " |")
+                print("|" + " --- |" * (len(counts) + 1))
+                figures: dict[str, list[Figures]] = {}
+                for system in SYSTEMS.values():
+                    if backend not in system.backends:
+                        continue
+                    figures[system.name] = [
+                        run(system, fresh(backend, args.pg, tmp), n, shared_ns, args.writer_turns)
+                        for n in counts
+                    ]
+                    cells = " | ".join(f"{f.turns_per_s:,.0f}" for f in figures[system.name])
+                    print(f"| {system.name} | {cells} |", flush=True)
+                ours = figures["partner-memory"]
+                per_turn = " | ".join(
+                    "-" if f.commits_per_turn is None else f"{f.commits_per_turn:.2f}" for f in ours
+                )
+                print(f"| partner-memory commits per turn | {per_turn} |")
+                for name, theirs in figures.items():
+                    if name != "partner-memory":
+                        ratios = " | ".join(
+                            f"{o.turns_per_s / t.turns_per_s:.2f}x"
+                            for o, t in zip(ours, theirs, strict=True)
+                        )
+                        print(f"| ours / {name} | {ratios} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=400)
@@ -169,10 +215,19 @@ def main() -> None:
     parser.add_argument("--no-pg", action="store_true")
     parser.add_argument("--namespaces", default="10,1000,10000")
     parser.add_argument("--baseline-src", default=None)
+    parser.add_argument("--sections", default="sharing,namespaces,writers")
+    parser.add_argument("--writer-turns", type=int, default=150)
+    parser.add_argument("--writers", default="1,2,4,8")
     args = parser.parse_args()
+    sections = set(args.sections.split(","))
+    warnings.simplefilter("ignore")  # peers' deprecation notices would drown the tables
     with tempfile.TemporaryDirectory() as tmp:
-        sharing(args, Path(tmp))
-        many_namespaces(args, Path(tmp))
+        if "sharing" in sections:
+            sharing(args, Path(tmp))
+        if "namespaces" in sections:
+            many_namespaces(args, Path(tmp))
+        if "writers" in sections:
+            writers(args, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from partner_memory.errors import (
 )
 from partner_memory.store.defaults import DEFAULT_PG_DEADLINE
 from partner_memory.store.dialect import POSTGRESQL, Capability
+from partner_memory.store.group_commit import CommitCounts
 from partner_memory.store.pg_replay import replaying
 from partner_memory.store.schema import TEXT_TABLES
 from partner_memory.store.sql import SqlStore
@@ -88,6 +89,8 @@ class PostgresStore(SqlStore):
         self._watchdog = _Watchdog(transaction_deadline)
         self._trimmed = 0
         self._trim_lock = threading.Lock()
+        self._counted = threading.Lock()
+        self._commits = 0
         self._probe(connect_timeout)
         self._pool = psycopg_pool.ConnectionPool(
             url,
@@ -194,6 +197,16 @@ class PostgresStore(SqlStore):
             replaying(self._pool, self._watchdog.watching, self._watchdog.dropped) as cur,
         ):
             yield cur
+        if write:
+            with self._counted:
+                self._commits += 1
+
+    @property
+    def commit_counts(self) -> CommitCounts:
+        """Write transactions committed so far: one per write (the server groups the
+        WAL flushes of concurrent commits itself, see `commit_delay`)."""
+        with self._counted:
+            return CommitCounts(self._commits, self._commits)
 
     def _run(self, cur: Cursor, query: str, params: Sequence[Any] = ()) -> Cursor:
         self._watchdog.progress()  # the server answered what came before: a long

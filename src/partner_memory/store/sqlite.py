@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal
@@ -28,6 +28,7 @@ from partner_memory.errors import (
     StorageUnavailableError,
 )
 from partner_memory.store.dialect import SQLITE
+from partner_memory.store.group_commit import CommitCounts, GroupCommit
 from partner_memory.store.schema import SCHEMA_TABLE
 from partner_memory.store.sql import SqlStore
 from partner_memory.store.sql_base import Cursor, message_key
@@ -70,9 +71,10 @@ class SQLiteStore(SqlStore):
         self._idle: list[sqlite3.Connection] = []
         self._open = 0
         self._guard = threading.Condition()
-        # Writers of this process queue here instead of in SQLite's busy handler,
-        # whose sleep-and-retry starves a writer that competes with a busy one.
-        self._write_lock = threading.Lock()
+        # Writers of this process queue here instead of in SQLite's busy handler
+        # (whose sleep-and-retry starves a writer that competes with a busy one),
+        # and those that queued together commit together.
+        self._group = GroupCommit(self._borrow, self._give_back, self._translated)
         self._closed = False
         self._refuse_foreign()
         try:
@@ -169,22 +171,30 @@ class SQLiteStore(SqlStore):
     def _transaction(self, *, write: bool) -> Iterator[Cursor]:
         if write and self.read_only:
             raise ConfigurationError(f"database {self._path} is opened read-only")
-        # a writer borrows only once it is this process's turn to write, so at most
-        # one pooled connection waits on the write lock and readers never queue
-        with self._write_lock if write else nullcontext():
-            conn = self._borrow()
-            try:
-                with self._translated():
-                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                    try:
-                        yield conn.cursor()
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                        raise
-                    conn.execute("COMMIT")
-            finally:
-                self._give_back(conn)
+        if write:
+            # a writer borrows only once it is this process's turn to write, so at
+            # most one pooled connection is in a write and readers never queue
+            with self._group.write() as cur, self._translated():
+                yield cur
+            return
+        conn = self._borrow()
+        try:
+            with self._translated():
+                conn.execute("BEGIN")
+                try:
+                    yield conn.cursor()
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+        finally:
+            self._give_back(conn)
+
+    @property
+    def commit_counts(self) -> CommitCounts:
+        """Write transactions committed and writes acknowledged by this store so far."""
+        return self._group.counts
 
     def _lock_schema(self, cur: Cursor) -> None:
         """Nothing to do: the migration's BEGIN IMMEDIATE already holds the write lock."""
@@ -218,7 +228,7 @@ class SQLiteStore(SqlStore):
         whose older frames may still hold pages as they were before a forget."""
         if self.read_only:
             raise ConfigurationError(f"database {self._path} is opened read-only")
-        with self._write_lock:
+        with self._group.alone():
             conn = self._borrow()
             try:
                 with self._translated():

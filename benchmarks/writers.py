@@ -1,0 +1,284 @@
+"""Concurrent writers for `bench_service.py`: turns/s of 1-8 writers, ours beside peers.
+
+A system opens what one process shares (a store, an engine, a pool) and gives
+each writer a `turn(i)` that records one exchange - a user message and the
+reply - durably. Writers are threads of one process or processes of their own,
+each on its own namespace (session) or all on one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+Turn = Callable[[int], None]
+
+
+def question(i: int) -> str:
+    return f"question {i}: where do we stay in Kyoto in April?"
+
+
+def answer(i: int) -> str:
+    return f"answer {i}: the ryokan in Gion, three nights, no seafood for Mei"
+
+
+@dataclass
+class Shared:
+    """What one process's writers of a system share, and how to close it."""
+
+    state: Any
+    close: Callable[[], None]
+
+
+class System:
+    name = ""
+    backends: tuple[str, ...] = ("sqlite", "postgres")
+
+    def open(self, target: str) -> Shared:
+        raise NotImplementedError
+
+    def writer(self, shared: Shared, namespace: str) -> tuple[Turn, Callable[[], None]]:
+        raise NotImplementedError
+
+    def commits(self, shared: Shared) -> int | None:
+        del shared
+        return None
+
+    def warm(self, shared: Shared) -> None:
+        """Create the schema, load what the first turns would (outside the timing)."""
+        turn, close = self.writer(shared, "warm-up")
+        turn(-1)
+        close()
+
+
+class Ours(System):
+    name = "partner-memory"
+
+    def open(self, target: str) -> Shared:
+        from partner_memory import MemoryService, open_store
+
+        service = MemoryService(open_store(target), owns_store=True)
+        return Shared(service, service.close)
+
+    def writer(self, shared: Shared, namespace: str) -> tuple[Turn, Callable[[], None]]:
+        memory = shared.state.memory(namespace)
+        return lambda i: memory.record_turn(question(i), answer(i)), lambda: None
+
+    def commits(self, shared: Shared) -> int | None:
+        return int(shared.state.store.commit_counts.commits)
+
+    def warm(self, shared: Shared) -> None:
+        """Past a first rolling: the recall index's embedding model is loaded."""
+        turn, _ = self.writer(shared, "warm-up")
+        for i in range(40):
+            turn(-1 - i)
+        shared.state.wait()
+
+
+class OpenAISession(System):
+    name = "OpenAI SQLiteSession"
+    backends = ("sqlite",)
+
+    def open(self, target: str) -> Shared:
+        return Shared(target, lambda: None)
+
+    def writer(self, shared: Shared, namespace: str) -> tuple[Turn, Callable[[], None]]:
+        from agents import SQLiteSession
+
+        session = SQLiteSession(namespace, shared.state)
+        loop = asyncio.new_event_loop()
+
+        def turn(i: int) -> None:
+            items = [
+                {"role": "user", "content": question(i)},
+                {"role": "assistant", "content": answer(i)},
+            ]
+            loop.run_until_complete(session.add_items(items))  # type: ignore[arg-type]
+
+        def close() -> None:
+            session.close()
+            loop.close()
+
+        return turn, close
+
+
+class LangChainHistory(System):
+    name = "LangChain SQLChatMessageHistory"
+
+    def open(self, target: str) -> Shared:
+        from sqlalchemy import create_engine
+
+        url = target.replace("postgresql://", "postgresql+psycopg://", 1)
+        engine = create_engine(url if "://" in url else f"sqlite:///{url}", pool_size=8)
+        return Shared(engine, engine.dispose)
+
+    def writer(self, shared: Shared, namespace: str) -> tuple[Turn, Callable[[], None]]:
+        from langchain_community.chat_message_histories import SQLChatMessageHistory
+        from langchain_core.messages import AIMessage, HumanMessage
+
+        history = SQLChatMessageHistory(session_id=namespace, connection=shared.state)
+
+        def turn(i: int) -> None:
+            history.add_messages([HumanMessage(question(i)), AIMessage(answer(i))])
+
+        return turn, lambda: None
+
+
+class LangGraphStore(System):
+    name = "LangGraph store (2 puts)"
+
+    def open(self, target: str) -> Shared:
+        if "://" not in target:
+            from langgraph.store.sqlite import SqliteStore
+
+            conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
+            sqlite_store = SqliteStore(conn)
+            sqlite_store.setup()
+            return Shared(sqlite_store, conn.close)
+        from langgraph.store.postgres import PostgresStore
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        pool = ConnectionPool(
+            target,
+            max_size=8,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        )
+        pg_store = PostgresStore(pool)  # type: ignore[arg-type]
+        pg_store.setup()
+        return Shared(pg_store, pool.close)
+
+    def writer(self, shared: Shared, namespace: str) -> tuple[Turn, Callable[[], None]]:
+        store = shared.state
+        where = ("conversations", namespace)
+
+        def turn(i: int) -> None:
+            store.put(where, f"{i}-user-{os.getpid()}", {"role": "user", "content": question(i)})
+            store.put(where, f"{i}-reply-{os.getpid()}", {"role": "ai", "content": answer(i)})
+
+        return turn, lambda: None
+
+
+SYSTEMS: dict[str, System] = {
+    s.name: s for s in (Ours(), OpenAISession(), LangChainHistory(), LangGraphStore())
+}
+
+
+@dataclass
+class Figures:
+    turns_per_s: float
+    commits_per_turn: float | None
+
+
+def _prepare(system: System, target: str) -> None:
+    """Create the schema once, before writer processes race to do it."""
+    shared = system.open(target)
+    system.warm(shared)
+    shared.close()
+
+
+def writer_threads(
+    system: System, target: str, writers: int, shared_ns: bool, turns: int
+) -> Figures:
+    shared = system.open(target)
+    system.warm(shared)
+    start = threading.Barrier(writers + 1)
+    errors: list[BaseException] = []
+
+    def work(w: int) -> None:
+        turn, close = system.writer(shared, "shared" if shared_ns else f"own-{w}")
+        try:
+            start.wait()
+            for i in range(turns):
+                turn(i)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            close()
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    before = system.commits(shared)
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - began
+    after = system.commits(shared)
+    shared.close()
+    if errors:
+        raise SystemExit(f"{system.name}: {errors[0]!r}")
+    done = writers * turns
+    per_turn = None if before is None or after is None else (after - before) / done
+    return Figures(done / wall, per_turn)
+
+
+CHILD = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from writers import SYSTEMS
+system = SYSTEMS[sys.argv[2]]
+target, namespace, turns, start = sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6])
+shared = system.open(target)
+system.warm(shared)
+turn, close = system.writer(shared, namespace)
+before = system.commits(shared)
+while time.time() < start:
+    time.sleep(0.002)
+began = time.perf_counter()
+for i in range(turns):
+    turn(i)
+wall = time.perf_counter() - began
+after = system.commits(shared)
+close()
+shared.close()
+print(json.dumps({"wall": wall, "commits": None if before is None else after - before}))
+"""
+
+
+def writer_processes(
+    system: System, target: str, writers: int, shared_ns: bool, turns: int
+) -> Figures:
+    _prepare(system, target)
+    start = time.time() + 3.0 + 0.5 * writers  # every child imported and opened by then
+    children = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                str(Path(__file__).parent),
+                system.name,
+                target,
+                "shared" if shared_ns else f"own-{w}",
+                str(turns),
+                str(start),
+            ],
+            stdout=subprocess.PIPE,
+            cwd=ROOT,
+        )
+        for w in range(writers)
+    ]
+    reports = []
+    for child in children:
+        out, _ = child.communicate(timeout=900)
+        if child.returncode != 0:
+            raise SystemExit(f"{system.name}: a writer process failed ({child.returncode})")
+        reports.append(json.loads(out))
+    wall = max(r["wall"] for r in reports)  # all began at `start`
+    done = writers * turns
+    commits = [r["commits"] for r in reports]
+    per_turn = None if None in commits else sum(commits) / done
+    return Figures(done / wall, per_turn)

@@ -176,7 +176,10 @@ def many_namespaces(args: argparse.Namespace, tmp: Path) -> None:
 def writers(args: argparse.Namespace, tmp: Path) -> None:
     counts = [int(c) for c in args.writers.split(",")]
     backends = ["sqlite"] + ([] if args.no_pg else ["postgres"])
-    print(f"\nconcurrent writers, {args.writer_turns} turns each: turns/s (all writers together)")
+    print(
+        f"\nconcurrent writers, {args.writer_turns} turns each: turns/s of all writers together"
+        " (a turn's median latency)"
+    )
     for backend in backends:
         for mode, run in (("threads", writer_threads), ("processes", writer_processes)):
             for shared_ns in (False, True):
@@ -192,7 +195,9 @@ def writers(args: argparse.Namespace, tmp: Path) -> None:
                         run(system, fresh(backend, args.pg, tmp), n, shared_ns, args.writer_turns)
                         for n in counts
                     ]
-                    cells = " | ".join(f"{f.turns_per_s:,.0f}" for f in figures[system.name])
+                    cells = " | ".join(
+                        f"{f.turns_per_s:,.0f} ({f.median_ms:.2f} ms)" for f in figures[system.name]
+                    )
                     print(f"| {system.name} | {cells} |", flush=True)
                 ours = figures["partner-memory"]
                 per_turn = " | ".join(

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import sqlite3
+import statistics
 import subprocess
 import sys
 import threading
@@ -179,6 +180,8 @@ SYSTEMS: dict[str, System] = {
 class Figures:
     turns_per_s: float
     commits_per_turn: float | None
+    #: one turn's median latency, over every writer's turns
+    median_ms: float
 
 
 def _prepare(system: System, target: str) -> None:
@@ -195,13 +198,16 @@ def writer_threads(
     system.warm(shared)
     start = threading.Barrier(writers + 1)
     errors: list[BaseException] = []
+    samples: list[float] = []
 
     def work(w: int) -> None:
         turn, close = system.writer(shared, "shared" if shared_ns else f"own-{w}")
         try:
             start.wait()
             for i in range(turns):
+                began = time.perf_counter()
                 turn(i)
+                samples.append((time.perf_counter() - began) * 1000)
         except BaseException as exc:  # reported below
             errors.append(exc)
         finally:
@@ -222,7 +228,7 @@ def writer_threads(
         raise SystemExit(f"{system.name}: {errors[0]!r}")
     done = writers * turns
     per_turn = None if before is None or after is None else (after - before) / done
-    return Figures(done / wall, per_turn)
+    return Figures(done / wall, per_turn, statistics.median(samples))
 
 
 CHILD = """
@@ -237,14 +243,18 @@ turn, close = system.writer(shared, namespace)
 before = system.commits(shared)
 while time.time() < start:
     time.sleep(0.002)
+samples = []
 began = time.perf_counter()
 for i in range(turns):
+    t = time.perf_counter()
     turn(i)
+    samples.append((time.perf_counter() - t) * 1000)
 wall = time.perf_counter() - began
 after = system.commits(shared)
 close()
 shared.close()
-print(json.dumps({"wall": wall, "commits": None if before is None else after - before}))
+print(json.dumps({"wall": wall, "samples": samples,
+                  "commits": None if before is None else after - before}))
 """
 
 
@@ -281,4 +291,5 @@ def writer_processes(
     done = writers * turns
     commits = [r["commits"] for r in reports]
     per_turn = None if None in commits else sum(commits) / done
-    return Figures(done / wall, per_turn)
+    samples = [s for r in reports for s in r["samples"]]
+    return Figures(done / wall, per_turn, statistics.median(samples))

@@ -55,6 +55,19 @@ def test_vectors_are_signed_bytes_whose_cosines_survive_packing() -> None:
     assert pack(np.zeros((1, 4), dtype=np.float32)) == [bytes(4)]
 
 
+def test_the_static_vectors_are_the_models_own_mean_of_token_vectors() -> None:
+    """The embedder pools each text's tokens without padding the batch: the same
+    vectors as WordLlama's `embed`, texts without any token included."""
+    static = StaticEmbedder()
+    texts = ["", "   ", "We adopted a puppy called Rex", "记忆 中文", "🙂", "x" * 3000, "ok"]
+    ours = static.embed(texts)
+    theirs = np.asarray(static._loaded().embed(texts, norm=False), dtype=np.float32)
+    assert ours.shape == theirs.shape == (len(texts), static.dimensions)
+    assert np.abs(ours - theirs).max() < 1e-6
+    assert not ours[0].any()
+    assert static.embed([]).shape == (0, static.dimensions)
+
+
 def _two_adoptions(memory: PartnerMemory) -> None:
     memory.record_messages(
         [

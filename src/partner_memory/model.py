@@ -249,7 +249,25 @@ class Message(Record):
             raise InvalidInputError(
                 f"message metadata must be a JSON object, got {type(self.metadata).__name__}"
             )
-        dump_metadata(self.metadata)
+        if self.metadata:
+            dump_metadata(self.metadata)
+
+    @classmethod
+    def stored(
+        cls, id: str, role: Role, content: str, timestamp: int | None, metadata: dict[str, Any]
+    ) -> Message:
+        """A message read back from a store, which checked it when it was written: built
+        without checking again (a rolling and its consumers read thousands a second)."""
+        message = object.__new__(cls)
+        for name, value in (
+            ("id", id),
+            ("role", role),
+            ("content", content),
+            ("timestamp", timestamp),
+            ("metadata", metadata),
+        ):
+            object.__setattr__(message, name, value)
+        return message
 
     # The stored `content` follows R11 (a marker line, a blank line, the body); what a
     # caller recorded is `text`, who said it `speaker`, and the status markers `markers`.

@@ -31,6 +31,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,6 +76,7 @@ class StaticEmbedder:
     def __init__(self, dimensions: int = STATIC_DIMENSIONS) -> None:
         self.dimensions = dimensions
         self._model: Any = None
+        self._tokenizer: Any = None
         self._lock = threading.Lock()
 
     @property
@@ -90,23 +92,48 @@ class StaticEmbedder:
                     import wordllama
                 # The wheel carries the weights and tokenizer; cache_dir points the
                 # loader at them, and downloads are off: nothing leaves the machine.
-                self._model = wordllama.WordLlama.load(
+                model = wordllama.WordLlama.load(
                     dim=256,
                     trunc_dim=self.dimensions,
                     cache_dir=Path(wordllama.__file__).parent,
                     disable_download=True,
                 )
+                # a copy of its tokenizer, unpadded: `embed` pools each text's own tokens
+                from tokenizers import Tokenizer
+
+                tokenizer = Tokenizer.from_str(model.tokenizer.to_str())
+                tokenizer.no_padding()
+                tokenizer.no_truncation()
+                self._tokenizer = tokenizer
+                self._model = model
             return self._model
 
     def warm(self) -> None:
         self._loaded().embed(["warm"], norm=False)  # the tokenizer loads on first use too
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The mean of each text's token vectors, as WordLlama's own `embed` computes it,
+        without padding the batch to its longest text; the tokenizer's batch call runs
+        without the GIL, so a recorder in another thread is not held up by it."""
         import numpy as np
 
+        made = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
-            return np.zeros((0, self.dimensions), dtype=np.float32)
-        return np.asarray(self._loaded().embed(list(texts), norm=False), dtype=np.float32)
+            return made
+        table = self._loaded().embedding
+        encoded = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
+        lengths = np.fromiter((len(e.ids) for e in encoded), dtype=np.intp, count=len(texts))
+        tokens = np.fromiter(
+            chain.from_iterable(e.ids for e in encoded), dtype=np.intp, count=int(lengths.sum())
+        )
+        if not len(tokens):
+            return made
+        np.clip(tokens, 0, len(table) - 1, out=tokens)
+        spoken = lengths > 0  # a text without tokens keeps a vector of zeros
+        starts = (np.cumsum(lengths) - lengths)[spoken]
+        sums = np.add.reduceat(table[tokens], starts, axis=0, dtype=np.float32)
+        made[spoken] = sums / lengths[spoken, None].astype(np.float32)
+        return made
 
 
 class EndpointEmbedder:

@@ -26,9 +26,15 @@ def slice_from_row(row: Sequence[Any]) -> MemorySlice:
 
 
 def message_from_row(row: Sequence[Any]) -> Message:
+    """A message from columns that came from outside a store (a dump): checked."""
     return Message(
         id=row[0], role=row[1], content=row[2], timestamp=row[3], metadata=load_metadata(row[4])
     )
+
+
+def stored_message(row: Sequence[Any]) -> Message:
+    """A message from a store's own row: checked when it was written."""
+    return Message.stored(row[0], row[1], row[2], row[3], load_metadata(row[4]))
 
 
 def message_params(message: Message) -> tuple[Any, ...]:

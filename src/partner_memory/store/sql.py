@@ -24,8 +24,8 @@ from partner_memory.store.glob import glob_regex
 from partner_memory.store.refusals import unit_changed
 from partner_memory.store.rows import (
     first_generation,
-    message_from_row,
     slice_from_row,
+    stored_message,
     unit_from_row,
 )
 from partner_memory.store.schema import MIGRATIONS, SCHEMA_TABLE, migration_steps
@@ -407,7 +407,7 @@ class SqlStore(
             " WHERE unit_pk = ? AND position >= ? AND position < ? ORDER BY position",
             (unit_pk, start, end),
         ).fetchall()
-        return [message_from_row(r) for r in rows]
+        return [stored_message(r) for r in rows]
 
     def _slices_of(self, cur: Cursor, unit_pk: int) -> list[MemorySlice]:
         rows = self._run(

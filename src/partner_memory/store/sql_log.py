@@ -31,7 +31,7 @@ from partner_memory.store.base import (
     RollingCommit,
 )
 from partner_memory.store.refusals import lease_lost
-from partner_memory.store.rows import message_from_row, slice_from_row
+from partner_memory.store.rows import slice_from_row, stored_message
 from partner_memory.store.sql_base import (
     MESSAGE_COLUMNS,
     SLICE_COLUMNS,
@@ -232,7 +232,7 @@ class LogSql(SqlBase):
                         slice_count=int(row[6]),
                     ),
                     slice=memory_slice,
-                    messages=tuple(message_from_row(m) for m in messages),
+                    messages=tuple(stored_message(m) for m in messages),
                     idle=bool(row[3]),
                     rolling_size=int(row[4]),
                     retain_divisor=None if row[5] is None else int(row[5]),

@@ -12,7 +12,7 @@ from typing import Any
 from partner_memory.errors import NotFoundError
 from partner_memory.model import check_page
 from partner_memory.store.capabilities import RecallAnalyzer, RecallRow, RecallState
-from partner_memory.store.rows import message_from_row
+from partner_memory.store.rows import stored_message
 from partner_memory.store.sql_base import MESSAGE_COLUMNS, SqlBase
 from partner_memory.store.sql_staged import RECALL_COLUMNS, RECALL_CONFLICT
 
@@ -88,7 +88,7 @@ class RecallSql(SqlBase):
                     " ORDER BY position",
                     (unit_pk,),
                 ).fetchall()
-                messages = [message_from_row(row[:5]) for row in rows]
+                messages = [stored_message(row[:5]) for row in rows]
                 values: list[tuple[Any, ...]] = [
                     (unit_pk, row[5], namespace_id, 0, speaker, message.timestamp, terms, vector)
                     for row, message, (speaker, terms, vector) in zip(

@@ -19,7 +19,7 @@ from partner_memory.errors import (
 from partner_memory.model import Message, TrajectoryState, WindowActivity
 from partner_memory.store.base import WindowAppend
 from partner_memory.store.refusals import refuse_repeated_ids
-from partner_memory.store.rows import message_from_row, message_params
+from partner_memory.store.rows import message_params, stored_message
 from partner_memory.store.sql_base import MESSAGE_COLUMNS, ROWS_PER_INSERT, Cursor, SqlBase
 
 #: Ids per `IN (...)` list.
@@ -64,7 +64,7 @@ class WindowSql(SqlBase):
             (namespace_id,),
         ).fetchall()
         return TrajectoryState(
-            [message_from_row(r) for r in rows],
+            [stored_message(r) for r in rows],
             tuple(None if r[5] is None else int(r[5]) for r in rows),
             _rolled_for(None if row is None else row[0]),
         )
@@ -182,7 +182,7 @@ class WindowSql(SqlBase):
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             rows = self._messages_among(cur, message_ids, columns, "?", namespace_id)
-        return {str(r[0]): message_from_row(r) for r in rows}
+        return {str(r[0]): stored_message(r) for r in rows}
 
     def stored_message_ids(self, namespace: str, message_ids: Sequence[str]) -> set[str]:
         with self._transaction(write=False) as cur:

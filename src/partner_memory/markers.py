@@ -8,6 +8,7 @@ I'm planning a trip to Kyoto.      (what the model said, not shown to the user)
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import NamedTuple
 
 AGENT_MARKER = "[[AGENT]: self]"
@@ -51,10 +52,17 @@ def parse(content: str) -> Parsed:
     marker, body = split(content)
     if marker is None:
         return Parsed(None, (), content)
+    identity, statuses = _marker_parts(marker)
+    return Parsed(identity, statuses, body)
+
+
+@lru_cache(maxsize=4096)
+def _marker_parts(marker: str) -> tuple[str, tuple[str, ...]]:
+    """A marker line's identity and status markers; a conversation has few marker lines,
+    and each message is parsed several times on its way to memory."""
     found = _STATUS_TAIL.match(marker)
     assert found is not None  # the pattern matches any text
-    identity = found.group(1) or marker
-    return Parsed(identity, tuple(_STATUS.findall(found.group(2))), body)
+    return found.group(1) or marker, tuple(_STATUS.findall(found.group(2)))
 
 
 def speaker(identity: str) -> str:

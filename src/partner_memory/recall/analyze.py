@@ -73,19 +73,24 @@ def _cjk_words(run: str) -> list[str]:
 
 def terms(text: str) -> list[str]:
     """The index terms of `text`, in order, repeats kept (they count)."""
-    stem = _stemmer().stemWord
+    return [term for token in _TOKEN.findall(text.lower()) for term in _token_terms(token)]
+
+
+@lru_cache(maxsize=1 << 17)
+def _token_terms(token: str) -> tuple[str, ...]:
+    """The terms of one lower-cased token. Words recur across messages (an ingest
+    analyses tens of thousands a second): each is stemmed or segmented once."""
+    if token.isascii() or not _CJK.search(token):
+        if token in STOP_WORDS:
+            return ()
+        return (token if token.isdigit() else _stemmer().stemWord(token),)
     found: list[str] = []
-    for token in _TOKEN.findall(text.lower()):
-        if token.isascii() or not _CJK.search(token):
-            if token not in STOP_WORDS:
-                found.append(token if token.isdigit() else stem(token))
+    for part in re.split(f"({_CJK.pattern})", token):
+        if not part:
             continue
-        for part in re.split(f"({_CJK.pattern})", token):
-            if not part:
-                continue
-            pieces = _cjk_words(part) if _CJK.fullmatch(part) else [part]
-            found += (w for w in pieces if w not in STOP_WORDS)
-    return found
+        pieces = _cjk_words(part) if _CJK.fullmatch(part) else [part]
+        found += (w for w in pieces if w not in STOP_WORDS)
+    return tuple(found)
 
 
 def date_terms(ms: int | None) -> list[str]:

@@ -122,10 +122,9 @@ class StaticEmbedder:
             return made
         table = self._loaded().embedding
         encoded = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
-        lengths = np.fromiter((len(e.ids) for e in encoded), dtype=np.intp, count=len(texts))
-        tokens = np.fromiter(
-            chain.from_iterable(e.ids for e in encoded), dtype=np.intp, count=int(lengths.sum())
-        )
+        ids = [e.ids for e in encoded]
+        lengths = np.fromiter(map(len, ids), dtype=np.intp, count=len(ids))
+        tokens = np.fromiter(chain.from_iterable(ids), dtype=np.intp, count=int(lengths.sum()))
         if not len(tokens):
             return made
         np.clip(tokens, 0, len(table) - 1, out=tokens)

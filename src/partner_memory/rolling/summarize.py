@@ -128,7 +128,7 @@ class ExtractiveSummarizer:
 
     def summarize(self, messages: Sequence[Message], meter: UsageMeter) -> str:
         lang = language([m.content for m in messages])
-        sentences: list[tuple[int, str, str, tuple[str, ...]]] = []
+        sentences: list[tuple[int, str, str, tuple[str, ...], frozenset[str]]] = []
         speakers: list[str] = []  # the participants, each once, by name
         named = False
         for message in messages:
@@ -140,19 +140,18 @@ class ExtractiveSummarizer:
                 sentence = match.group().strip()
                 words = _tokens(sentence)
                 if words:
-                    sentences.append((len(sentences), speaker, sentence, words))
+                    sentences.append((len(sentences), speaker, sentence, words, frozenset(words)))
         if not sentences:
             return ""
-        frequency = Counter(w for *_, words in sentences for w in set(words))
+        frequency = Counter(w for *_, unique in sentences for w in unique)
         top = max(frequency.values())
 
-        def score(item: tuple[int, str, str, tuple[str, ...]]) -> float:
-            words = set(item[3])
-            weight = sum(frequency[w] / top for w in words) / math.sqrt(len(item[3]) + 1)
+        def score(item: tuple[int, str, str, tuple[str, ...], frozenset[str]]) -> float:
+            weight = sum(frequency[w] for w in item[4]) / top / math.sqrt(len(item[3]) + 1)
             return weight * min(1.0, len(item[3]) / 4)  # "Ha, ha!" says little
 
         budget = self.max_chars
-        chosen: list[tuple[int, str, str, tuple[str, ...]]] = []
+        chosen: list[tuple[int, str, str, tuple[str, ...], frozenset[str]]] = []
         for item in sorted(sentences, key=score, reverse=True):
             cost = len(item[2]) + len(item[1]) + 2
             if cost <= budget or not chosen:
@@ -161,7 +160,7 @@ class ExtractiveSummarizer:
         chosen.sort(key=lambda item: item[0])
         # a speaker's consecutive sentences go under one name
         said: list[tuple[str, list[str]]] = []
-        for _, speaker, text, _ in chosen:
+        for _, speaker, text, *_ in chosen:
             if said and said[-1][0] == speaker:
                 said[-1][1].append(text)
             else:

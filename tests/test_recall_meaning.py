@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from partner_memory import ConfigurationError, Message, PartnerMemory
+from partner_memory.recall import chunk_vectors
 from partner_memory.recall.embed import EmbeddingSettings, StaticEmbedder, pack
 from partner_memory.recall.engine import RecallEngine
 from partner_memory.recall.indexer import RECALL_CONSUMER
@@ -55,17 +56,51 @@ def test_vectors_are_signed_bytes_whose_cosines_survive_packing() -> None:
     assert pack(np.zeros((1, 4), dtype=np.float32)) == [bytes(4)]
 
 
-def test_the_static_vectors_are_the_models_own_mean_of_token_vectors() -> None:
-    """The embedder pools each text's tokens without padding the batch: the same
-    vectors as WordLlama's `embed`, texts without any token included."""
+STATIC_TEXTS = [
+    "",
+    "   ",
+    "We adopted a puppy called Rex",
+    "  two  spaces  and\ttabs\nand lines ",
+    "记忆 中文测试",
+    "🙂 café naïve",
+    "▁already▁marked▁",
+    "x" * 3000,
+    "ok",
+    "We adopted a puppy called Rex",  # chunks seen before
+]
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_the_static_vectors_are_the_models_own_mean_of_token_vectors(
+    chunked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether from remembered chunks or from one unpadded tokenizer batch, the
+    embedder gives the vectors WordLlama's own `embed` gives, a text without any
+    token included - and still does after its chunks were forgotten."""
     static = StaticEmbedder()
-    texts = ["", "   ", "We adopted a puppy called Rex", "记忆 中文", "🙂", "x" * 3000, "ok"]
-    ours = static.embed(texts)
-    theirs = np.asarray(static._loaded().embed(texts, norm=False), dtype=np.float32)
-    assert ours.shape == theirs.shape == (len(texts), static.dimensions)
-    assert np.abs(ours - theirs).max() < 1e-6
+    static._loaded()
+    assert static._chunks is not None  # the shipped tokenizer has the shape chunks need
+    if not chunked:
+        static._chunks = None
+    monkeypatch.setattr(chunk_vectors, "MOST_CHUNKS", 8)  # forgotten again and again
+    theirs = np.asarray(static._loaded().embed(STATIC_TEXTS, norm=False), dtype=np.float32)
+    for _ in range(2):
+        ours = static.embed(STATIC_TEXTS)
+        assert ours.shape == theirs.shape == (len(STATIC_TEXTS), static.dimensions)
+        assert np.abs(ours - theirs).max() < 1e-6
     assert not ours[0].any()
     assert static.embed([]).shape == (0, static.dimensions)
+
+
+def test_chunks_are_used_only_with_a_tokenizer_of_that_shape() -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    split_first = Tokenizer(models.BPE())
+    split_first.pre_tokenizer = pre_tokenizers.Whitespace()
+    assert not chunk_vectors.fits(split_first)
+    static = StaticEmbedder()
+    static._loaded()
+    assert chunk_vectors.fits(static._tokenizer)
 
 
 def _two_adoptions(memory: PartnerMemory) -> None:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from partner_memory.errors import ConfigurationError, EmbeddingRejected, LLMError
 from partner_memory.host_logging import root_logging_kept
+from partner_memory.recall.chunk_vectors import ChunkVectors, fits
 
 if TYPE_CHECKING:
     import numpy as np
@@ -77,6 +78,7 @@ class StaticEmbedder:
         self.dimensions = dimensions
         self._model: Any = None
         self._tokenizer: Any = None
+        self._chunks: ChunkVectors | None = None
         self._lock = threading.Lock()
 
     @property
@@ -105,6 +107,8 @@ class StaticEmbedder:
                 tokenizer.no_padding()
                 tokenizer.no_truncation()
                 self._tokenizer = tokenizer
+                if fits(tokenizer):
+                    self._chunks = ChunkVectors(tokenizer, model.embedding)
                 self._model = model
             return self._model
 
@@ -112,15 +116,17 @@ class StaticEmbedder:
         self._loaded().embed(["warm"], norm=False)  # the tokenizer loads on first use too
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """The mean of each text's token vectors, as WordLlama's own `embed` computes it,
-        without padding the batch to its longest text; the tokenizer's batch call runs
-        without the GIL, so a recorder in another thread is not held up by it."""
+        """The mean of each text's token vectors, as WordLlama's own `embed` computes it:
+        from remembered chunks (`chunk_vectors`), else from one unpadded tokenizer batch
+        (which runs without the GIL)."""
         import numpy as np
 
         made = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
             return made
         table = self._loaded().embedding
+        if self._chunks is not None:  # the same means, each chunk tokenised once
+            return self._chunks.embed(texts)
         encoded = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         ids = [e.ids for e in encoded]
         lengths = np.fromiter(map(len, ids), dtype=np.intp, count=len(ids))

@@ -28,8 +28,11 @@ _NORMALIZER = [
     {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
 ]
 _CHUNK = re.compile("▁*[^▁]*")
-#: Chunks remembered at most (their sums take 16 MB at 128 dimensions); then forgotten.
+#: Chunks remembered at most (their sums take 16 MB at 128 dimensions), and characters
+#: of them (long runs without a space, such as pasted data, are rare and big); past
+#: either, all are forgotten and learnt again.
 MOST_CHUNKS = 1 << 15
+MOST_CHARS = 1 << 22
 
 
 def fits(tokenizer: Any) -> bool:
@@ -55,6 +58,7 @@ class ChunkVectors:
         self._model = tokenizer.model
         self._table = table
         self._index: dict[str, int] = {}
+        self._chars = 0
         self._sums = np.zeros((1024, table.shape[1]), dtype=np.float32)
         self._counts = np.zeros(1024, dtype=np.float32)
         self._lock = threading.Lock()
@@ -64,8 +68,9 @@ class ChunkVectors:
 
         made = np.zeros((len(texts), self._table.shape[1]), dtype=np.float32)
         with self._lock:
-            if len(self._index) >= MOST_CHUNKS:
+            if len(self._index) >= MOST_CHUNKS or self._chars >= MOST_CHARS:
                 self._index.clear()
+                self._chars = 0
             index, learn = self._index, self._learn
             flat: list[int] = []
             lengths: list[int] = []
@@ -101,4 +106,5 @@ class ChunkVectors:
         self._sums[at] = self._table[ids].sum(axis=0, dtype=np.float32)
         self._counts[at] = len(ids)
         self._index[chunk] = at
+        self._chars += len(chunk)
         return at

@@ -74,8 +74,8 @@ STATIC_TEXTS = [
 def test_the_static_vectors_are_the_models_own_mean_of_token_vectors(
     chunked: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Whether from remembered chunks or from one unpadded tokenizer batch, the
-    embedder gives the vectors WordLlama's own `embed` gives, a text without any
+    """Whether from remembered chunks or not, the embedder gives the vectors
+    WordLlama's own `embed` gives, a text without any
     token included - and still does after its chunks were forgotten."""
     static = StaticEmbedder()
     static._loaded()
@@ -100,8 +100,7 @@ def test_chunks_are_used_only_with_a_tokenizer_of_that_shape() -> None:
     split_first.pre_tokenizer = pre_tokenizers.Whitespace()
     assert not chunk_vectors.fits(split_first)
     static = StaticEmbedder()
-    static._loaded()
-    assert chunk_vectors.fits(static._tokenizer)
+    assert chunk_vectors.fits(static._loaded().tokenizer)
 
 
 def _two_adoptions(memory: PartnerMemory) -> None:

@@ -31,7 +31,6 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -77,7 +76,6 @@ class StaticEmbedder:
     def __init__(self, dimensions: int = STATIC_DIMENSIONS) -> None:
         self.dimensions = dimensions
         self._model: Any = None
-        self._tokenizer: Any = None
         self._chunks: ChunkVectors | None = None
         self._lock = threading.Lock()
 
@@ -100,15 +98,8 @@ class StaticEmbedder:
                     cache_dir=Path(wordllama.__file__).parent,
                     disable_download=True,
                 )
-                # a copy of its tokenizer, unpadded: `embed` pools each text's own tokens
-                from tokenizers import Tokenizer
-
-                tokenizer = Tokenizer.from_str(model.tokenizer.to_str())
-                tokenizer.no_padding()
-                tokenizer.no_truncation()
-                self._tokenizer = tokenizer
-                if fits(tokenizer):
-                    self._chunks = ChunkVectors(tokenizer, model.embedding)
+                if fits(model.tokenizer):
+                    self._chunks = ChunkVectors(model.tokenizer, model.embedding)
                 self._model = model
             return self._model
 
@@ -116,29 +107,16 @@ class StaticEmbedder:
         self._loaded().embed(["warm"], norm=False)  # the tokenizer loads on first use too
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """The mean of each text's token vectors, as WordLlama's own `embed` computes it:
-        from remembered chunks (`chunk_vectors`), else from one unpadded tokenizer batch
-        (which runs without the GIL)."""
+        """The mean of each text's token vectors: from remembered chunks
+        (`chunk_vectors`), else as WordLlama's own `embed` computes it."""
         import numpy as np
 
-        made = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
-            return made
-        table = self._loaded().embedding
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        model = self._loaded()
         if self._chunks is not None:  # the same means, each chunk tokenised once
             return self._chunks.embed(texts)
-        encoded = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
-        ids = [e.ids for e in encoded]
-        lengths = np.fromiter(map(len, ids), dtype=np.intp, count=len(ids))
-        tokens = np.fromiter(chain.from_iterable(ids), dtype=np.intp, count=int(lengths.sum()))
-        if not len(tokens):
-            return made
-        np.clip(tokens, 0, len(table) - 1, out=tokens)
-        spoken = lengths > 0  # a text without tokens keeps a vector of zeros
-        starts = (np.cumsum(lengths) - lengths)[spoken]
-        sums = np.add.reduceat(table[tokens], starts, axis=0, dtype=np.float32)
-        made[spoken] = sums / lengths[spoken, None].astype(np.float32)
-        return made
+        return np.asarray(model.embed(list(texts), norm=False), dtype=np.float32)
 
 
 class EndpointEmbedder:

@@ -106,3 +106,19 @@ def test_only_the_store_imports_its_sql_modules() -> None:
         or target.startswith("partner_memory.store.pg_")
     }
     assert outside == set()
+
+
+def test_only_telemetry_sdk_imports_the_opentelemetry_sdk() -> None:
+    """The library speaks the OpenTelemetry API; the SDK and exporters are `serve`'s."""
+    sdk_like = ("opentelemetry.sdk", "opentelemetry.exporter", "prometheus_client")
+    importers = set()
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            if any(name.startswith(sdk_like) for name in names):
+                importers.add(module)
+    assert importers == {"partner_memory.telemetry.sdk"}

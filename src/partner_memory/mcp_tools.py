@@ -18,12 +18,15 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from opentelemetry.trace import SpanKind
 
 from partner_memory.documents import recall_document, slice_document, window_document
 from partner_memory.errors import PartnerMemoryError
 from partner_memory.host_logging import root_logging_kept
 from partner_memory.memory import PartnerMemory
 from partner_memory.service import MemoryService
+from partner_memory.telemetry.instruments import span
+from partner_memory.telemetry.names import MCP_METHOD, TOOL_NAME
 
 INSTRUCTIONS = (
     "Long-term memory of this agent. After each exchange with the user, call remember_turn."
@@ -41,14 +44,18 @@ R = TypeVar("R")
 
 
 def _told(tool: Callable[P, R]) -> Callable[P, R]:
-    """A library error reaches the client as the tool's error, with its message."""
+    """A library error reaches the client as the tool's error, with its message; each
+    call is an MCP server span (`tools/call NAME`) holding the memory operation's."""
+    attributes = {MCP_METHOD: "tools/call", TOOL_NAME: tool.__name__}
+    name = f"tools/call {tool.__name__}"
 
     @functools.wraps(tool)
     def told(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return tool(*args, **kwargs)
-        except PartnerMemoryError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        with span(name, attributes, kind=SpanKind.SERVER):
+            try:
+                return tool(*args, **kwargs)
+            except PartnerMemoryError as exc:
+                raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
     return told
 

@@ -42,6 +42,8 @@ from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore
 from partner_memory.store.capabilities import TopicStore
 from partner_memory.store.staged import StoredRecord
+from partner_memory.telemetry import names as n
+from partner_memory.telemetry.instruments import capturing_content, instruments, operation
 from partner_memory.trajectory import Trajectory, Turn
 
 __all__ = ["DEFAULT_DOMAINS", "PartnerMemory"]
@@ -159,11 +161,16 @@ class PartnerMemory:
         metadata: dict[str, Any] | None = None,
     ) -> Turn:
         """Record one exchange (R10-R11); may start a rolling in the background (R13)."""
-        turn, appended = self.trajectory.record_turn_counted(
-            user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
-        )
-        self.rolling.after_turn(appended)
-        return turn
+        with operation(n.UPDATE_MEMORY, self.namespace, {n.MESSAGES: 2}) as span:
+            if span.is_recording() and capturing_content():
+                span.set_attribute(n.MEMORY_CONTENT, [user_input, assistant_output])
+            turn, appended = self.trajectory.record_turn_counted(
+                user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
+            )
+            span.set_attribute(n.WINDOW_LENGTH, appended.length)
+            instruments().messages_recorded.add(2)
+            self.rolling.after_turn(appended)
+            return turn
 
     def record_messages(
         self, messages: Sequence[Message], *, interaction: int | None = None
@@ -172,9 +179,15 @@ class PartnerMemory:
 
         Returns the window's length right after recording.
         """
-        appended = self.trajectory.record(messages, interaction=interaction)
-        self.rolling.after_turn(appended)
-        return appended.length
+        with operation(n.UPDATE_MEMORY, self.namespace) as span:
+            appended = self.trajectory.record(messages, interaction=interaction)
+            span.set_attribute(n.MESSAGES, len(messages))
+            if span.is_recording() and capturing_content():
+                span.set_attribute(n.MEMORY_CONTENT, [m.content for m in messages])
+            span.set_attribute(n.WINDOW_LENGTH, appended.length)
+            instruments().messages_recorded.add(len(messages))
+            self.rolling.after_turn(appended)
+            return appended.length
 
     # -- rolling -------------------------------------------------------------------
 
@@ -282,19 +295,34 @@ class PartnerMemory:
         found goes into the namespace's context (every process's) as the
         `activated_memory_slices` block."""
         where = RecallFilter(role, speaker, unit, metadata or {})
-        found = self.service.recall.recall(
-            self.namespace,
-            query,
-            k=k,
-            since=since,
-            until=until,
-            dates=dates,
-            topic=topic,
-            where=where,
-        )
-        if activate:
-            self.context_source.activate(found)
-        return found
+        used = where.used() + (["topic"] if topic is not None else [])
+        asked: dict[str, Any] = {n.TOP_K: k, n.FILTERS: used}
+        for name, at in ((n.SINCE, since), (n.UNTIL, until)):
+            if at is not None:
+                asked[name] = at
+        with operation(n.SEARCH_MEMORY, self.namespace, asked) as span:
+            if span.is_recording() and capturing_content():
+                span.set_attribute(n.MEMORY_QUERY, query)
+            found = self.service.recall.recall(
+                self.namespace,
+                query,
+                k=k,
+                since=since,
+                until=until,
+                dates=dates,
+                topic=topic,
+                where=where,
+            )
+            span.set_attribute(n.RESULT_COUNT, len(found.hits))
+            if found.date_range is not None:
+                bounds = found.date_range.start_at, found.date_range.end_at
+                for name, at in zip((n.DATE_FROM, n.DATE_TO), bounds, strict=True):
+                    if at is not None:
+                        span.set_attribute(name, at)
+            instruments().recall_hits.record(len(found.hits))
+            if activate:
+                self.context_source.activate(found)
+            return found
 
     def topics(self, *, limit: int = 100) -> list[TopicCount]:
         """The topic paths the LLM filed this namespace's slices under, most used first

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, Self
+
+from opentelemetry.trace import Span
 
 from partner_memory.clock import Clock, system_clock
 from partner_memory.core import MemoryCore
@@ -51,6 +54,9 @@ from partner_memory.rolling.dialog_rolling import DialogRolling
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.store import MemoryStore
 from partner_memory.store.capabilities import RecallStore, TopicStore, require
+from partner_memory.telemetry import health
+from partner_memory.telemetry import names as n
+from partner_memory.telemetry.instruments import instruments, operation
 from partner_memory.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -139,6 +145,8 @@ class MemoryRuntime:
                 and self._client.settings.topics  # none offline
             ):
                 self.register_consumer(TopicExtractor(self._client, store))
+        #: the store's health, as gauges at each metrics collection, while this runs
+        self._unwatch = health.watch(store)
 
     def _summarizers(self, given: Sequence[MessageSummarizer] | None) -> list[MessageSummarizer]:
         if given is not None:
@@ -261,33 +269,53 @@ class MemoryRuntime:
     def forget_messages(self, namespace: str, message_ids: Sequence[str]) -> int:
         """See `PartnerMemory.forget_messages`; the slices that held them are summarised
         again (by this service's summariser) before the one forgetting transaction."""
-        try:
-            return self.forgetting.messages(namespace, message_ids)
-        finally:
-            self._forgotten(namespace)
+        with self._forgetting(namespace, "messages") as span:
+            try:
+                found = self.forgetting.messages(namespace, message_ids)
+            finally:
+                self._forgotten(namespace)
+            span.set_attribute(n.MESSAGES, found)
+            return found
 
     def forget_slice(self, namespace: str, unit_id: str, slice_id: str) -> int:
         """Forget a slice's summary and every message of its range."""
-        try:
-            return self.forgetting.slice(namespace, unit_id, slice_id)
-        finally:
-            self._forgotten(namespace)
+        named = {n.UNIT_ID: unit_id, n.SLICE_ID: slice_id}
+        with self._forgetting(namespace, "slice", named) as span:
+            try:
+                found = self.forgetting.slice(namespace, unit_id, slice_id)
+            finally:
+                self._forgotten(namespace)
+            span.set_attribute(n.MESSAGES, found)
+            return found
 
     def forget_unit(self, namespace: str, unit_id: str) -> None:
-        try:
-            self.forgetting.unit(namespace, unit_id)
-        finally:
-            self._forgotten(namespace)
+        with self._forgetting(namespace, "unit", {n.UNIT_ID: unit_id}):
+            try:
+                self.forgetting.unit(namespace, unit_id)
+            finally:
+                self._forgotten(namespace)
 
     def forget_namespace(self, namespace: str) -> None:
         """Forget a namespace and everything in it; its handles here stop being served."""
-        try:
-            self.forgetting.namespace(namespace)
-        finally:
-            self._forgotten(namespace)
+        with self._forgetting(namespace, "namespace"):
+            try:
+                self.forgetting.namespace(namespace)
+            finally:
+                self._forgotten(namespace)
         with self._lock:
             self._handles.pop(namespace, None)
             self._watched.discard(namespace)
+
+    @contextmanager
+    def _forgetting(
+        self, namespace: str, target: str, attributes: dict[str, str] | None = None
+    ) -> Iterator[Span]:
+        """A forget's span (`delete_memory`, or `delete_memory_store` for a namespace)
+        and its count, made once it succeeded."""
+        name = n.DELETE_MEMORY_STORE if target == "namespace" else n.DELETE_MEMORY
+        with operation(name, namespace, {n.FORGET_TARGET: target, **(attributes or {})}) as span:
+            yield span
+        instruments().forgets.add(1, {n.FORGET_TARGET: target})
 
     def purge(self) -> list[str]:
         """Forgotten text out of the database's files as well (`ForgetStore.purge`), and
@@ -377,6 +405,7 @@ class MemoryRuntime:
             self._closed = True
             scheduler = self._scheduler
         self._stop.set()
+        self._unwatch()
         if scheduler is not None:
             scheduler.join()
         self.executor.shutdown(wait=True)

@@ -50,8 +50,23 @@ def serve(
     header_timeout: Annotated[
         float, typer.Option(help="Seconds a client has to send a request's headers (then 408).")
     ] = DEFAULT_HEADER_TIMEOUT_S,
+    log_format: Annotated[
+        str,
+        typer.Option(
+            help="text, or json: one JSON object per request and per notable event, on stderr."
+        ),
+    ] = "text",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Also serve /metrics (Prometheus text, no key) on this loopback port.",
+            min=1,
+            max=65535,
+        ),
+    ] = None,
 ) -> None:
-    """Serve the memory over HTTP (/v1, /mcp, the inspector at /, /docs, /healthz, /readyz)."""
+    """Serve the memory over HTTP (/v1, /mcp, the inspector at /, /docs, /metrics, /healthz,
+    /readyz)."""
     from partner_memory.http.serve import serve as run
 
     with reported():
@@ -64,6 +79,8 @@ def serve(
             insecure=insecure,
             allowed_hosts=allowed_host,
             header_timeout=header_timeout,
+            log_format=log_format,
+            metrics_port=metrics_port,
         )
 
 

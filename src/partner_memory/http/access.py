@@ -78,10 +78,14 @@ async def _access(request: Request) -> Access:
 
 
 def _caller(
+    request: Request,
     access: Annotated[Access, Depends(_access)],
     authorization: Annotated[str | None, Header()] = None,
 ) -> ApiKey | None:
-    return access.caller(authorization)
+    key = access.caller(authorization)
+    if key is not None:  # for the request's log line
+        request.state.key_id = key.id
+    return key
 
 
 #: The service's access rules, for a route.

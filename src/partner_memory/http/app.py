@@ -13,7 +13,7 @@ and 421 to a `Host` the service does not serve (`hosts`: DNS rebinding).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import unquote
@@ -37,11 +37,15 @@ from partner_memory.errors import (
 from partner_memory.http import DEFAULT_MAX_BODY, memory_routes, namespaces, recall_routes
 from partner_memory.http.access import Access, Refused
 from partner_memory.http.answers import error
+from partner_memory.http.asgi import ASGIApp, Receive, Send
 from partner_memory.http.hosts import HostPolicy
 from partner_memory.http.mcp_endpoint import PATH as MCP_PATH
 from partner_memory.http.mcp_endpoint import McpEndpoint
+from partner_memory.http.metrics_route import MetricsRoute
+from partner_memory.http.observed import Observed
 from partner_memory.inspector import pages as inspector
 from partner_memory.service import MemoryService
+from partner_memory.telemetry.sdk import Exposition
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +57,6 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (ConfigurationError, 503, "unavailable"),
 ]
 _PREFIX = b"/v1/namespaces/"
-
-Receive = Callable[[], Awaitable[Any]]
-Send = Callable[[Any], Awaitable[None]]
-ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
 
 class _TooLarge(Exception):
@@ -92,7 +92,8 @@ class _Guard:
         if raw.startswith(_PREFIX):
             segment, slash, rest = raw[len(_PREFIX) :].partition(b"/")
             tail = slash.decode() + unquote(rest.decode("latin-1"))
-            scope = dict(scope, path=_PREFIX.decode() + segment.decode("latin-1") + tail)
+            # in place: what routing adds to the scope reaches the middleware outside
+            scope["path"] = _PREFIX.decode() + segment.decode("latin-1") + tail
         declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_body:
             await self._too_large(scope, receive, send)
@@ -126,9 +127,11 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     hosts: HostPolicy | None = None,
     owns_service: bool = False,
+    metrics: Exposition | None = None,
 ) -> ASGIApp:
     """The ASGI application serving `service` (closed with the server if it `owns_service`);
-    it serves the loopback names unless `hosts` says otherwise."""
+    it serves the loopback names unless `hosts` says otherwise, and `metrics` at /metrics
+    (a key reading every namespace, once keys exist) when telemetry is set up."""
 
     hosts = hosts or HostPolicy()
     access = Access(service, service.keys)
@@ -153,6 +156,7 @@ def create_app(
     )
     api.state.access = access
     api.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))
+    api.router.routes.append(Route("/metrics", MetricsRoute(access, metrics), methods=["GET"]))
     for router in (namespaces.router, memory_routes.router, recall_routes.router):
         api.include_router(router)
     inspector.install(api)  # the pages at /
@@ -162,8 +166,7 @@ def create_app(
     api.add_exception_handler(RequestValidationError, _invalid)
     api.add_exception_handler(HTTPException, _http_error)
     api.add_exception_handler(PartnerMemoryError, _unexpected)
-    guarded: ASGIApp = _Guard(api, max_body, hosts)
-    return guarded
+    return Observed(_Guard(api, max_body, hosts))
 
 
 def _handler(status: int, code: str) -> Callable[[Request, Exception], JSONResponse]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import logging.config
 import os
 import sys
 from collections.abc import Sequence
@@ -16,7 +17,8 @@ from collections.abc import Sequence
 from partner_memory.config import Settings
 from partner_memory.errors import ConfigurationError
 from partner_memory.http import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_MAX_BODY
-from partner_memory.http.app import ASGIApp, create_app
+from partner_memory.http.app import create_app
+from partner_memory.http.asgi import ASGIApp
 from partner_memory.http.hosts import ENVIRONMENT_VARIABLE as _HOSTS_VARIABLE
 from partner_memory.http.hosts import HostPolicy
 from partner_memory.http.protocol import ENVIRONMENT_VARIABLE as _HEADER_VARIABLE
@@ -24,8 +26,12 @@ from partner_memory.http.protocol import HeaderDeadlineProtocol
 from partner_memory.keys import KeyRing
 from partner_memory.service import MemoryService
 from partner_memory.settings import StoreSettings
+from partner_memory.telemetry import sdk
+from partner_memory.telemetry.logs import log_config
+from partner_memory.telemetry.sdk import require_sdk
 
 _MAX_BODY_VARIABLE = "PARTNER_MEMORY_MAX_BODY"
+_METRICS_PORT_VARIABLE = "PARTNER_MEMORY_METRICS_PORT"
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +45,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_serving(database: str, host: str, workers: int, *, insecure: bool) -> None:
+def check_serving(
+    database: str, host: str, workers: int, *, insecure: bool, metrics_port: int | None = None
+) -> None:
     """Refuse what would not work or not be safe, before anything listens."""
     if workers < 1:
         raise ConfigurationError(f"--workers must be 1 or more, got {workers}")
+    if metrics_port is not None:
+        if workers > 1:
+            raise ConfigurationError(
+                "--metrics-port serves one process's metrics: with several workers, push them"
+                " over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT) or scrape each worker's /metrics"
+            )
+        require_sdk()
     postgres = database.startswith(("postgresql://", "postgres://"))
     if workers > 1 and not postgres:
         raise ConfigurationError(
@@ -75,8 +90,14 @@ def app_from_env() -> ASGIApp:
     """The app of one worker: the database and settings of the environment."""
     max_body = int(os.environ.get(_MAX_BODY_VARIABLE, DEFAULT_MAX_BODY))
     hosts = HostPolicy.from_env_value(os.environ.get(_HOSTS_VARIABLE, "*"))
+    exposition = sdk.configure()  # the OTEL_* variables; before any instrument is made
+    port = os.environ.get(_METRICS_PORT_VARIABLE)
+    if port and exposition is not None:
+        exposition.serve_on(int(port))
     service = MemoryService.open()  # PARTNER_MEMORY_DB and the rest of the environment
-    return create_app(service, max_body=max_body, hosts=hosts, owns_service=True)
+    return create_app(
+        service, max_body=max_body, hosts=hosts, owns_service=True, metrics=exposition
+    )
 
 
 def serve(
@@ -89,6 +110,8 @@ def serve(
     insecure: bool,
     allowed_hosts: Sequence[str] = (),
     header_timeout: float = DEFAULT_HEADER_TIMEOUT_S,
+    log_format: str = "text",
+    metrics_port: int | None = None,
 ) -> None:
     import uvicorn
 
@@ -97,7 +120,10 @@ def serve(
             f"--header-timeout must be seconds in (0, 3600], got {header_timeout:g}"
         )
     hosts = HostPolicy.for_serving(host, port, allowed_hosts)
-    check_serving(database, host, workers, insecure=insecure)
+    logging_config = log_config(log_format)
+    check_serving(database, host, workers, insecure=insecure, metrics_port=metrics_port)
+    if metrics_port is not None and metrics_port == port:
+        raise ConfigurationError(f"--metrics-port must differ from --port ({port})")
     if hosts.allowed is None and "*" not in allowed_hosts:
         log.warning(
             "serving %s: requests naming any Host are answered; name this service's host"
@@ -108,7 +134,13 @@ def serve(
     os.environ[_MAX_BODY_VARIABLE] = str(max_body)
     os.environ[_HOSTS_VARIABLE] = hosts.env_value()
     os.environ[_HEADER_VARIABLE] = str(header_timeout)
+    if metrics_port is not None:
+        os.environ[_METRICS_PORT_VARIABLE] = str(metrics_port)
     _announce("serving the memory API", host, port, "API docs at /docs")
+    if metrics_port is not None:
+        _announce("serving metrics", "127.0.0.1", metrics_port, "Prometheus text at /metrics")
+    if logging_config is not None:
+        logging.config.dictConfig(logging_config)  # this process's lines, before the workers
     uvicorn.run(
         "partner_memory.http.serve:app_from_env",
         factory=True,
@@ -117,7 +149,10 @@ def serve(
         workers=workers,
         http=HeaderDeadlineProtocol,
         log_level="warning",
-        access_log=False,  # paths carry namespaces and ids; bodies and keys are never logged
+        log_config=logging_config or uvicorn.config.LOGGING_CONFIG,
+        # uvicorn's own access lines carry query strings: ours (partner_memory.access, in
+        # the JSON format) carry the route template, never a body or a key
+        access_log=False,
     )
 
 

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from opentelemetry import trace
+
 from partner_memory.errors import InvalidInputError, LLMError
 from partner_memory.model import TOPIC_SEPARATOR, MemorySlice, Message, check_text
 from partner_memory.recall.analyze import RecallAnalysis, terms
@@ -45,6 +47,8 @@ from partner_memory.recall.searcher import Doc, Hit, Search, Searcher
 from partner_memory.recall.topics import MAX_LEVEL_CHARS, normalize_path
 from partner_memory.store.base import MemoryStore
 from partner_memory.store.capabilities import RecallState, RecallStore, TopicStore, require
+from partner_memory.telemetry.instruments import instruments
+from partner_memory.telemetry.names import ENGINE_MS, INDEX_MS, PHASE, READ_MS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -123,10 +127,12 @@ class RecallEngine:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
         match, kept = self._topic(namespace, topic) if topic is not None else (None, None)
+        began = time.perf_counter()
         state = self._recall_rows().recall_state(namespace, RECALL_CONSUMER)
         analysis = self._for(state)
         index = self._current(namespace, state, analysis)
         window = self._store.load_trajectory(namespace).messages
+        searched = time.perf_counter()
         bounds = self._bounds(query, window, index, since, until, dates=dates)
         words = terms(query)
         timed = bounds is not None and bounds.cue is not None and bounds.mode == ONLY
@@ -157,7 +163,9 @@ class RecallEngine:
                 spread=GATHERING.search(query) is not None,
             )
         )
+        read = time.perf_counter()
         found = self._resolve(namespace, query, hits, window, bounds)
+        _phases(began, searched, read, time.perf_counter())
         return replace(found, topic=match)
 
     @staticmethod
@@ -358,3 +366,21 @@ def _runs(positions: list[int]) -> list[list[int]]:
         else:
             runs.append([position])
     return runs
+
+
+_PHASES = (
+    (INDEX_MS, {PHASE: "index"}),
+    (ENGINE_MS, {PHASE: "engine"}),
+    (READ_MS, {PHASE: "read"}),
+)
+
+
+def _phases(*marks: float) -> None:
+    """Where a recall's time went - bringing this host's index up to the database (and
+    reading the window), the engine's search, reading the hits' messages and slices -
+    on the current span and in `partner_memory.recall.duration`."""
+    histogram = instruments().recall_duration
+    current = trace.get_current_span()
+    for (attribute, labels), start, end in zip(_PHASES, marks, marks[1:], strict=False):
+        histogram.record(end - start, labels)
+        current.set_attribute(attribute, round((end - start) * 1000, 3))

@@ -35,6 +35,11 @@ class RecallFilter:
     unit: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
+    def used(self) -> list[str]:
+        """The names of the filters set (what telemetry may say; their values it may not)."""
+        named = [name for name in ("role", "speaker", "unit") if getattr(self, name) is not None]
+        return [*named, "metadata"] if self.metadata else named
+
     def __post_init__(self) -> None:
         if self.role is not None and self.role not in ROLES:
             allowed = ", ".join(sorted(ROLES))

@@ -10,6 +10,7 @@ so one pasted document cannot overflow its context or the token budget.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 from collections.abc import Sequence
@@ -121,7 +122,14 @@ class LLMCompressor(TruncatingCompressor):
     def compress(self, messages: Sequence[Message], meter: UsageMeter) -> list[Message]:
         if not any(self._long(m) is not None for m in messages):
             return list(messages)
-        return list(self._workers().map(lambda m: self._one(m, meter), messages))
+        # each worker runs in a copy of this context, so its LLM calls are traced inside
+        # the rolling that asked for them
+        contexts = [contextvars.copy_context() for _ in messages]
+        return list(
+            self._workers().map(
+                lambda m, context: context.run(self._one, m, meter), messages, contexts
+            )
+        )
 
     def _workers(self) -> ThreadPoolExecutor:
         with self._pool_lock:

@@ -23,6 +23,8 @@ from partner_memory.errors import InvalidInputError, PartnerMemoryError
 from partner_memory.model import LogEntry
 from partner_memory.store.base import MemoryStore
 from partner_memory.store.staged import Staged
+from partner_memory.telemetry import names as n
+from partner_memory.telemetry.instruments import instruments, span
 
 log = logging.getLogger(__name__)
 
@@ -164,21 +166,47 @@ class ConsumerDispatcher:
             self._follow(consumer, namespace)
 
     def _follow(self, consumer: DurableConsumer, namespace: str) -> None:
-        while True:
-            try:
-                entry = self._store.follow_log(
-                    consumer.name,
-                    namespace,
-                    consumer.apply,
-                    batch=FOLLOW_BATCH,
-                    prepare=consumer.prepare if isinstance(consumer, PreparingConsumer) else None,
-                )
-            except Exception as exc:
-                log.warning("durable consumer %s failed on %r: %r", consumer.name, namespace, exc)
-                self.record_failure(consumer.name, namespace, durable=True, error=describe(exc))
-                return
-            if entry is None:
-                return
+        """Apply the rollings `consumer` has not yet in `namespace`, in batches, until it
+        has caught up or fails (recorded; the next round tries again from where it is)."""
+        labels = {n.CONSUMER: consumer.name}
+        applied = 0
+
+        def apply(entry: LogEntry) -> Sequence[Staged]:
+            nonlocal applied
+            staged = consumer.apply(entry)
+            applied += 1
+            return staged
+
+        prepare = consumer.prepare if isinstance(consumer, PreparingConsumer) else None
+        with span(n.CONSUMER_SPAN, {**labels, n.MEMORY_NAMESPACE: namespace}) as current:
+            while True:
+                applied = 0
+                try:
+                    entry = self._store.follow_log(
+                        consumer.name, namespace, apply, batch=FOLLOW_BATCH, prepare=prepare
+                    )
+                except Exception as exc:
+                    failed = type(exc).__qualname__
+                    instruments().consumer_failures.add(1, {**labels, n.ERROR_TYPE: failed})
+                    current.set_attribute(n.ERROR_TYPE, failed)
+                    log.warning(
+                        "durable consumer %s failed on %r: %s",
+                        consumer.name,
+                        namespace,
+                        failed,
+                        extra={
+                            "event": "consumer_failure",
+                            "consumer": consumer.name,
+                            "namespace": namespace,
+                            "error_type": failed,
+                        },
+                    )
+                    self.record_failure(consumer.name, namespace, durable=True, error=describe(exc))
+                    return
+                if entry is None:
+                    return
+                instruments().consumer_applied.add(applied, labels)
+                current.set_attribute(n.CONSUMER_POSITION, entry.seq)
 
     def barrier(self) -> None:
         """Return once everything submitted before this call has run."""

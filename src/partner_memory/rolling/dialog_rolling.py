@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from opentelemetry import trace
+
 from partner_memory.clock import Clock
 from partner_memory.context import ContextBlock, Domain
 from partner_memory.core import MemoryCore
@@ -52,6 +54,8 @@ from partner_memory.rolling.replay_group import ReplayGroup
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.rolling.summarize import SummarizerChain
 from partner_memory.store.base import CommittedRolling, RollingCommit, WindowAppend
+from partner_memory.telemetry import names as n
+from partner_memory.telemetry.instruments import instruments, span
 from partner_memory.trajectory import dropped_ids, idle_due, quiet_gap
 
 #: Errors kept per namespace for inspection; the log has the rest.
@@ -311,15 +315,22 @@ class DialogRolling:
 
     def _roll(self, moment: Moment) -> RollingResult | None:
         """One rolling under the lease; the lease is always committed or given back."""
+        began = time.perf_counter()
+        labels = {n.IDLE: moment.idle}
         try:
-            commit = self.plan(moment)
-            if commit is None:
-                return None
-            committed = self._store.commit_rolling(self._namespace, commit)
-            self._leases.committed(self._namespace)
-            return self.finish(commit, committed)
+            with span(n.ROLLING_SPAN, {n.MEMORY_NAMESPACE: self._namespace, **labels}):
+                commit = self.plan(moment)
+                if commit is None:
+                    return None
+                committed = self._store.commit_rolling(self._namespace, commit)
+                self._leases.committed(self._namespace)
+                return self.finish(commit, committed)
+        except Exception as exc:
+            instruments().rollings.add(1, {**labels, n.ERROR_TYPE: type(exc).__qualname__})
+            raise
         finally:
             self._leases.release(self._namespace)
+            instruments().rolling_duration.record(time.perf_counter() - began, labels)
 
     def moment(
         self,
@@ -375,6 +386,7 @@ class DialogRolling:
     def finish(self, commit: RollingCommit, committed: CommittedRolling) -> RollingResult | None:
         """After the commit (whose slice the context now shows): AfterRolling."""
         update = committed.update
+        _rolled(self._namespace, commit, None if update is None else update.slice.id)
         if update is None:
             return None
         result = RollingResult(
@@ -417,4 +429,38 @@ class DialogRolling:
             idle=moment.idle,
             last_interaction=moment.last_interaction,
             new_session_id=new_id() if moment.idle else None,
+        )
+
+
+def _rolled(namespace: str, commit: RollingCommit, slice_id: str | None) -> None:
+    """A committed rolling in the metrics and on the current span; each fallback it took
+    (a summariser or compressor that failed) also as a span event and a log event -
+    naming the part that failed, never what it was given."""
+    cost = commit.cost
+    parts = instruments()
+    labels = {n.IDLE: commit.idle, n.SUMMARIZER: cost.summarizer}
+    parts.rollings.add(1, labels)
+    parts.rolled_messages.add(len(commit.messages), labels)
+    current = trace.get_current_span()
+    current.set_attributes(
+        {
+            n.SUMMARIZER: cost.summarizer,
+            n.MESSAGES: len(commit.messages),
+            n.LLM_CALLS: cost.llm_calls,
+            n.INPUT_TOKENS: cost.prompt_tokens,
+            n.OUTPUT_TOKENS: cost.completion_tokens,
+            n.FALLBACKS: len(cost.fallbacks),
+        }
+    )
+    if slice_id is not None:
+        current.set_attribute(n.SLICE_ID, slice_id)
+    for fallback in cost.fallbacks:
+        failed = fallback.partition(":")[0].strip() or "unknown"
+        parts.fallbacks.add(1, {n.SUMMARIZER: failed})
+        current.add_event(n.FALLBACK_EVENT, {n.SUMMARIZER: failed})
+        log.warning(
+            "rolling of %r fell back: %s failed",
+            namespace,
+            failed,
+            extra={"event": "fallback", "namespace": namespace, "failed": failed},
         )

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from partner_memory.errors import PartnerMemoryError
 from partner_memory.model import TrajectoryState
 from partner_memory.store.base import MemoryStore
+from partner_memory.telemetry.instruments import instruments, span
+from partner_memory.telemetry.names import HOLDER, LEASE_TAKEOVER_SPAN, MEMORY_NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +60,19 @@ class LeaseKeeper:
         if state is None:
             current = self._store.rolling_holder(namespace)
             if current is not None and holder_is_dead(current):
-                log.info("taking over the rolling lease of %r from dead %s", namespace, current)
-                state = self._store.begin_rolling(
-                    namespace, self.holder, ttl_ms=self.ttl_ms, replacing=current
-                )
+                attributes = {MEMORY_NAMESPACE: namespace, HOLDER: current}
+                with span(LEASE_TAKEOVER_SPAN, attributes):
+                    state = self._store.begin_rolling(
+                        namespace, self.holder, ttl_ms=self.ttl_ms, replacing=current
+                    )
+                if state is not None:
+                    instruments().lease_takeovers.add(1)
+                    log.info(
+                        "took over the rolling lease of %r from dead %s",
+                        namespace,
+                        current,
+                        extra={"event": "lease_takeover", "namespace": namespace, "from": current},
+                    )
         if state is not None:
             with self._lock:
                 self._held.add(namespace)

@@ -11,6 +11,7 @@ connection at its deadline, and a rolling's calls share a time budget.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -18,9 +19,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry.trace import SpanKind
 
 from partner_memory.errors import ConfigurationError, InvalidInputError, LLMError
 from partner_memory.model import check_text
+from partner_memory.telemetry import names as n
+from partner_memory.telemetry.instruments import capturing_content, instruments, span
 
 __all__ = ["ChatClient", "Completion", "LLMError", "LLMSettings", "UsageMeter"]
 
@@ -90,6 +96,8 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     latency_ms: float
+    #: The model that answered, as the endpoint names it ("" when it does not say).
+    model: str = ""
 
 
 class UsageMeter:
@@ -159,7 +167,66 @@ class ChatClient:
         max_tokens: int | None = None,
         max_chars: int = MAX_ANSWER_CHARS,
     ) -> Completion:
-        """One chat completion; raises LLMError (and records it on `meter`) on any failure."""
+        """One chat completion; raises LLMError (and records it on `meter`) on any failure.
+
+        Traced as a GenAI client span (`chat {model}`) with its token usage; the
+        messages and the answer only when content capture is on."""
+        model = model or self.settings.model
+        labels = {n.OPERATION: n.CHAT, n.PROVIDER: "openai", n.REQUEST_MODEL: model}
+        where = urlsplit(self.settings.base_url)
+        attributes: dict[str, str | int] = {
+            **labels,
+            n.SERVER_ADDRESS: where.hostname or "",
+            n.LLM_PURPOSE: what,
+        }
+        if where.port:
+            attributes[n.SERVER_PORT] = where.port
+        parts = instruments()
+        started = time.perf_counter()
+        failed: str | None = None
+        try:
+            with span(f"chat {model}", attributes, kind=SpanKind.CLIENT) as current:
+                if capturing_content():
+                    current.set_attribute(n.INPUT_MESSAGES, json.dumps([dict(m) for m in messages]))
+                completion = self._complete(
+                    messages,
+                    model=model,
+                    meter=meter,
+                    what=what,
+                    max_tokens=max_tokens,
+                    max_chars=max_chars,
+                )
+                current.set_attributes(
+                    {
+                        n.INPUT_TOKENS: completion.prompt_tokens,
+                        n.OUTPUT_TOKENS: completion.completion_tokens,
+                    }
+                )
+                if completion.model:
+                    current.set_attribute(n.RESPONSE_MODEL, completion.model)
+                if capturing_content():
+                    answer = [{"role": "assistant", "content": completion.text}]
+                    current.set_attribute(n.OUTPUT_MESSAGES, json.dumps(answer))
+        except BaseException as exc:
+            failed = type(exc).__qualname__
+            raise
+        finally:
+            done = labels if failed is None else {**labels, n.ERROR_TYPE: failed}
+            parts.llm_duration.record(time.perf_counter() - started, done)
+        parts.llm_tokens.record(completion.prompt_tokens, {**labels, n.TOKEN_TYPE: "input"})
+        parts.llm_tokens.record(completion.completion_tokens, {**labels, n.TOKEN_TYPE: "output"})
+        return completion
+
+    def _complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        model: str,
+        meter: UsageMeter | None,
+        what: str,
+        max_tokens: int | None,
+        max_chars: int,
+    ) -> Completion:
         started = time.perf_counter()
         deadline = self.call_deadline_s
         if meter is not None and meter.deadline is not None:
@@ -178,7 +245,7 @@ class ChatClient:
                 raise LLMError("the rolling's LLM time budget is spent")
             watchdog.start()
             response = client.chat.completions.create(
-                model=model or self.settings.model,
+                model=model,
                 messages=[dict(m) for m in messages],
                 max_tokens=max_tokens,
             )
@@ -216,6 +283,7 @@ class ChatClient:
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             latency_ms=latency,
+            model=str(getattr(response, "model", "") or ""),
         )
         if meter is not None:
             meter.add(completion)

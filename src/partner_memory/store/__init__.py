@@ -18,6 +18,7 @@ from partner_memory.store.base import (
 from partner_memory.store.capabilities import (
     DumpStore,
     ForgetStore,
+    HealthStore,
     InspectionStore,
     KeyStore,
     RecallStore,
@@ -43,6 +44,7 @@ __all__ = [
     "DumpStore",
     "FiledTopics",
     "ForgetStore",
+    "HealthStore",
     "IndexedMessages",
     "InspectionStore",
     "KeyStore",

@@ -1,7 +1,8 @@
 """Optional capabilities of a store, each a small protocol of its own.
 
 A backend implements the core layers (`store.base`); it may also keep API
-keys, topic paths, recall rows, forgets, dumps and the inspector's figures.
+keys, topic paths, recall rows, forgets, dumps, the inspector's figures and
+the operator's health figures.
 Each capability is detected from what the backend implements (`supports`),
 and a caller that cannot do without one asks for it (`require`), which names
 the missing capability instead of failing on an absent method later.
@@ -322,6 +323,30 @@ class InspectionStore(Protocol):
     def rolling_totals(self, namespace: str) -> RollingTotals: ...
 
 
+class StoreHealth(NamedTuple):
+    """What an operator alerts on, over every namespace of a store, read at one moment."""
+
+    namespaces: int
+    #: Messages in every window (not rolled yet), and in the longest one.
+    window_messages: int
+    longest_window: int
+    #: Rolling leases whose expiry is still ahead, and those that lapsed (a dead holder's).
+    leases_held: int
+    leases_expired: int
+    #: Per durable consumer (any that ever followed the log here): rollings of every
+    #: namespace it has not applied yet, and the namespaces it is behind in.
+    consumer_lag: dict[str, tuple[int, int]]
+
+
+@runtime_checkable
+class HealthStore(Protocol):
+    """The figures of `/metrics`: each one aggregate query, whatever the memory's size."""
+
+    def store_health(self) -> StoreHealth:
+        """Read now (leases judged by the database's own clock)."""
+        ...
+
+
 C = TypeVar("C")
 
 #: Every optional capability, by the name errors and docs use.
@@ -333,6 +358,7 @@ CAPABILITIES: dict[str, type[Any]] = {
     "dumps": DumpStore,
     "inspection": InspectionStore,
     "items": ItemStore,
+    "health": HealthStore,
 }
 
 

@@ -25,6 +25,10 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 
 from partner_memory.errors import StorageUnavailableError
+from partner_memory.telemetry.instruments import instruments
+from partner_memory.telemetry.names import DB_SYSTEM
+
+_WAIT_LABELS = {DB_SYSTEM: "sqlite"}
 
 #: A transaction is handed on to at most this many blocks...
 MAX_BLOCKS = 64
@@ -137,6 +141,7 @@ class GroupCommit:
             self._cv.notify_all()
 
     def _join(self) -> tuple[_Batch, bool]:
+        asked = time.perf_counter()
         batch, first = self._take_turn()
         try:
             if batch is None:
@@ -149,6 +154,8 @@ class GroupCommit:
                 self._fail(batch, StorageUnavailableError("a savepoint could not be taken"))
             self._release_turn()
             raise
+        # the write turn here, and SQLite's own lock (BEGIN IMMEDIATE) across processes
+        instruments().store_wait.record(time.perf_counter() - asked, _WAIT_LABELS)
         return batch, first
 
     def _open(self) -> _Batch:

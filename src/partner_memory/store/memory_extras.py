@@ -30,6 +30,7 @@ from partner_memory.store.capabilities import (
     Resummary,
     StoredItem,
     StoredKey,
+    StoreHealth,
     TopicSlice,
 )
 from partner_memory.store.memory_items import forget_items
@@ -42,6 +43,7 @@ from partner_memory.store.memory_state import (
     UnitState,
     WindowRow,
     bigint,
+    now_ms,
 )
 from partner_memory.store.refusals import none_found
 from partner_memory.store.rows import message_from_row, message_params, slice_from_row
@@ -313,6 +315,26 @@ class ExtrasMixin(MemoryBase):
             ),
         )
 
+    def store_health(self) -> StoreHealth:
+        now = now_ms()
+        with self._reading() as shared:
+            states = list(shared.namespaces.values())
+        windows = [len(s.window) for s in states]
+        leases = [s.lease[1] for s in states if s.lease is not None]
+        names = sorted({c.name for s in states for c in s.consumers.values() if c.durable})
+        lag: dict[str, tuple[int, int]] = {}
+        for name in names:
+            behind = [s.rolling_seq - _position(s, name) for s in states]
+            lag[name] = (sum(behind), sum(1 for b in behind if b > 0))
+        return StoreHealth(
+            namespaces=len(states),
+            window_messages=sum(windows),
+            longest_window=max(windows, default=0),
+            leases_held=sum(1 for expiry in leases if expiry >= now),
+            leases_expired=sum(1 for expiry in leases if expiry < now),
+            consumer_lag=lag,
+        )
+
     def consumer_status(self, namespace: str) -> list[ConsumerStatus]:
         with self._reading() as shared:
             found = shared.namespaces.get(namespace)
@@ -424,3 +446,8 @@ def _restored(shared: SharedMemory, dump: NamespaceDump) -> NamespaceState:
 def _with_message(row: RecallRow, message: Message) -> RecallRow:
     """The row with its message's role and metadata, as the SQL backends join them."""
     return row._replace(role=message.role, metadata=message_params(message)[4])
+
+
+def _position(state: NamespaceState, consumer: str) -> int:
+    row = state.consumers.get(consumer)
+    return 0 if row is None else row.position

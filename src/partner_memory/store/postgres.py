@@ -255,6 +255,16 @@ class PostgresStore(SqlStore):
         """Connections the pool holds open now (it grows on demand up to its maximum)."""
         return int(self._pool.get_stats().get("pool_size", 0))
 
+    def connection_stats(self) -> dict[str, int]:
+        """The pool's connections in use and idle, and requests waiting for one."""
+        stats = self._pool.get_stats()
+        size, available = int(stats.get("pool_size", 0)), int(stats.get("pool_available", 0))
+        return {
+            "used": size - available,
+            "idle": available,
+            "waiting": int(stats.get("requests_waiting", 0)),
+        }
+
     def close(self) -> None:
         self._watchdog.stop()
         self._pool.close()

@@ -33,6 +33,7 @@ from partner_memory.store.sql_base import MESSAGE_COLUMNS, SLICE_COLUMNS, Cursor
 from partner_memory.store.sql_context import ContextSql
 from partner_memory.store.sql_dump import DumpSql
 from partner_memory.store.sql_forget import ForgetSql
+from partner_memory.store.sql_health import HealthSql
 from partner_memory.store.sql_items import ItemSql
 from partner_memory.store.sql_keys import KeySql
 from partner_memory.store.sql_log import LogSql
@@ -77,7 +78,16 @@ def _time_filter(since: int | None, until: int | None) -> tuple[str, list[Any]]:
 
 
 class SqlStore(
-    WindowSql, ContextSql, LogSql, RecallSql, TopicSql, KeySql, ForgetSql, DumpSql, ItemSql
+    WindowSql,
+    ContextSql,
+    LogSql,
+    RecallSql,
+    TopicSql,
+    KeySql,
+    ForgetSql,
+    DumpSql,
+    ItemSql,
+    HealthSql,
 ):
     """Shared implementation of `MemoryStore` over a DB-API connection."""
 

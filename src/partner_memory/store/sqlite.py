@@ -281,3 +281,9 @@ class SQLiteStore(SqlStore):
         """Connections this store holds open (idle or in a transaction)."""
         with self._guard:
             return self._open
+
+    def connection_stats(self) -> dict[str, int]:
+        """This process's connections in use and idle, and writers waiting for their turn."""
+        with self._guard:
+            used, idle = self._open - len(self._idle), len(self._idle)
+        return {"used": used, "idle": idle, "waiting": self._group.queued}

@@ -27,6 +27,7 @@ from __future__ import annotations
 from partner_memory.testing.capabilities import (
     DumpContract,
     ForgetContract,
+    HealthContract,
     InspectionContract,
     KeysContract,
     RecallContract,
@@ -42,6 +43,7 @@ __all__ = [
     "CoreContract",
     "DumpContract",
     "ForgetContract",
+    "HealthContract",
     "InspectionContract",
     "ItemsContract",
     "KeysContract",
@@ -66,6 +68,7 @@ class CapabilityContracts(
     DumpContract,
     InspectionContract,
     ItemsContract,
+    HealthContract,
 ):
     """The optional capabilities, each skipped where the backend lacks it."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -12,6 +13,7 @@ from partner_memory.store.base import MemoryStore, UnitWrite
 from partner_memory.store.capabilities import (
     DumpStore,
     ForgetStore,
+    HealthStore,
     InspectionStore,
     ItemStore,
     KeyStore,
@@ -372,3 +374,34 @@ class InspectionContract:
         assert [r.seq for r in store.rolling_history("agent", limit=1, before=3)] == [2]
         with pytest.raises(NotFoundError):
             store.rolling_history("nobody", limit=1)
+
+
+class HealthContract:
+    """`HealthStore`: what `/metrics` reads - windows, leases and consumers' lag."""
+
+    def test_health_counts_windows_leases_and_consumer_lag(self, store: MemoryStore) -> None:
+        _offers(store, HealthStore)
+        assert isinstance(store, HealthStore)
+        empty = store.store_health()
+        assert empty == (0, 0, 0, 0, 0, {})
+        for name in "abcd":
+            store.ensure_namespace(name, "s")
+        _rolled(store, "a", messages(2))
+        _rolled(store, "a", messages(2))
+        _rolled(store, "b", messages(1))
+        store.append_trajectory("c", messages(3), last_interaction=1_000)
+        store.append_trajectory("d", messages(5), last_interaction=1_000)
+        assert store.begin_rolling("c", "alive", ttl_ms=600_000) is not None
+        assert store.begin_rolling("d", "dead", ttl_ms=1) is not None
+        time.sleep(0.05)  # the second lease lapses
+        assert store.follow_log("c1", "a", lambda entry: [], batch=1) is not None
+        store.record_consumer_failure("c2", "b", durable=True, error="boom", at=5)
+        store.record_consumer_failure("c3", "b", durable=False, error="boom", at=5)
+        health = store.store_health()
+        assert (health.namespaces, health.window_messages, health.longest_window) == (4, 8, 5)
+        assert (health.leases_held, health.leases_expired) == (1, 1)
+        # c1: one rolling of "a" and the one of "b" behind; c2 never applied any
+        assert health.consumer_lag == {"c1": (2, 2), "c2": (3, 2)}
+        _follow(store, "c1", "a", lambda entry: [])
+        _follow(store, "c1", "b", lambda entry: [])
+        assert store.store_health().consumer_lag["c1"] == (0, 0)

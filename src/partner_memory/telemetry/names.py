@@ -1,0 +1,105 @@
+"""The names telemetry speaks: the GenAI conventions' where they exist, ours otherwise.
+
+One list, so the README's table, the instruments and the tests cannot drift
+apart. Metric names are OpenTelemetry's; the Prometheus exporter writes them
+with underscores and the unit's suffix (`partner_memory.recall.duration`,
+in seconds, is scraped as `partner_memory_recall_duration_seconds`).
+"""
+
+from __future__ import annotations
+
+# -- operations (gen_ai.operation.name), each a span of that name ---------------------
+UPDATE_MEMORY = "update_memory"
+SEARCH_MEMORY = "search_memory"
+DELETE_MEMORY = "delete_memory"
+DELETE_MEMORY_STORE = "delete_memory_store"
+CHAT = "chat"
+
+# -- our own spans ------------------------------------------------------------------
+ROLLING_SPAN = "partner_memory.rolling"
+CONSUMER_SPAN = "partner_memory.consumer.follow"
+LEASE_TAKEOVER_SPAN = "partner_memory.lease.takeover"
+FALLBACK_EVENT = "partner_memory.summarizer.fallback"
+
+# -- attributes: the conventions' ----------------------------------------------------
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_MODEL = "gen_ai.response.model"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+TOKEN_TYPE = "gen_ai.token.type"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+MEMORY_NAMESPACE = "gen_ai.memory.namespace"
+MEMORY_ID = "gen_ai.memory.id"
+MEMORY_QUERY = "gen_ai.memory.query.text"
+MEMORY_CONTENT = "gen_ai.memory.content"
+RESULT_COUNT = "gen_ai.memory.search.result.count"
+ERROR_TYPE = "error.type"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+DB_SYSTEM = "db.system.name"
+HTTP_METHOD = "http.request.method"
+HTTP_ROUTE = "http.route"
+HTTP_STATUS = "http.response.status_code"
+URL_PATH = "url.path"
+MCP_METHOD = "mcp.method.name"
+TOOL_NAME = "gen_ai.tool.name"
+
+# -- attributes: ours ------------------------------------------------------------------
+MESSAGES = "partner_memory.messages"
+WINDOW_LENGTH = "partner_memory.window.length"
+TOP_K = "partner_memory.recall.k"
+SINCE = "partner_memory.recall.since"
+UNTIL = "partner_memory.recall.until"
+DATE_FROM = "partner_memory.recall.date_range.start"
+DATE_TO = "partner_memory.recall.date_range.end"
+FILTERS = "partner_memory.recall.filters"
+PHASE = "partner_memory.recall.phase"
+INDEX_MS = "partner_memory.recall.index_ms"
+ENGINE_MS = "partner_memory.recall.engine_ms"
+READ_MS = "partner_memory.recall.read_ms"
+IDLE = "partner_memory.rolling.idle"
+SUMMARIZER = "partner_memory.summarizer"
+FALLBACKS = "partner_memory.rolling.fallbacks"
+LLM_CALLS = "partner_memory.rolling.llm_calls"
+LLM_PURPOSE = "partner_memory.llm.purpose"
+UNIT_ID = "partner_memory.unit.id"
+SLICE_ID = "partner_memory.slice.id"
+FORGET_TARGET = "partner_memory.forget.target"
+CONSUMER = "partner_memory.consumer"
+CONSUMER_POSITION = "partner_memory.consumer.position"
+HOLDER = "partner_memory.lease.holder"
+LEASE_STATE = "partner_memory.lease.state"
+STORE = "partner_memory.store"
+CONNECTION_STATE = "partner_memory.connection.state"
+REQUEST_ID = "partner_memory.request.id"
+
+# -- metrics ---------------------------------------------------------------------------
+OPERATION_DURATION = "partner_memory.operation.duration"
+MESSAGES_RECORDED = "partner_memory.messages.recorded"
+RECALL_DURATION = "partner_memory.recall.duration"
+RECALL_HITS = "partner_memory.recall.hits"
+ROLLINGS_DONE = "partner_memory.rollings"
+ROLLING_DURATION = "partner_memory.rolling.duration"
+ROLLED_MESSAGES = "partner_memory.rolling.messages"
+ROLLING_FALLBACKS = "partner_memory.rolling.fallbacks"
+LLM_DURATION = "gen_ai.client.operation.duration"
+LLM_TOKENS = "gen_ai.client.token.usage"
+FORGETS = "partner_memory.forgets"
+CONSUMER_APPLIED = "partner_memory.consumer.applied"
+CONSUMER_FAILURES = "partner_memory.consumer.failures"
+LEASE_TAKEOVERS = "partner_memory.lease.takeovers"
+STORE_WAIT = "partner_memory.store.wait.duration"
+HTTP_DURATION = "http.server.request.duration"
+# observed at each collection, from the database (every process reports the same)
+CONSUMER_LAG = "partner_memory.consumer.lag"
+CONSUMER_LAGGING = "partner_memory.consumer.lagging_namespaces"
+WINDOW_MESSAGES = "partner_memory.window.messages"
+WINDOW_LONGEST = "partner_memory.window.longest"
+LEASES = "partner_memory.leases"
+NAMESPACES = "partner_memory.namespaces"
+# observed from this process's connection pool
+POOL_CONNECTIONS = "partner_memory.store.connections"
+POOL_WAITING = "partner_memory.store.waiting"

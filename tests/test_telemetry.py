@@ -358,3 +358,64 @@ def test_compression_calls_are_traced_inside_their_rolling(
         if s.parent is not None and s.parent.span_id == rolling.context.span_id
     ]
     assert sorted(purposes) == ["compress", "compress", "summarize"]
+
+
+def test_http_requests_are_server_spans_continuing_the_callers_trace(
+    otel: Telemetry, tmp_path: Path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from partner_memory.http.app import create_app
+
+    service = MemoryService(SQLiteStore(tmp_path / "http.db"), owns_store=True, idle_timer=False)
+    caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    traceparent = f"00-{caller_trace}-00f067aa0ba902b7-01"
+    with TestClient(create_app(service, owns_service=True), base_url="http://127.0.0.1") as http:
+        said = http.post(
+            "/v1/namespaces/agent/turns",
+            json={"user_input": SECRET, "assistant_output": "ok"},
+            headers={"traceparent": traceparent, "X-Request-ID": "abc.123"},
+        )
+        assert said.status_code == 201
+        assert said.headers["x-request-id"] == "abc.123"
+        refused = http.post(
+            "/v1/namespaces/agent/turns", content=b"{", headers={"X-Request-ID": "bad id!"}
+        )
+        assert refused.status_code == 422
+        assert refused.headers["x-request-id"] != "bad id!"  # not a plain token: a new one
+    servers = [s for s in otel.finished() if s.kind == trace.SpanKind.SERVER]
+    assert len(servers) == 2  # one server span a request (FastAPI's own are off)
+    first = servers[0]
+    assert first.name == "POST /v1/namespaces/{namespace}/turns"
+    assert format(first.context.trace_id, "032x") == caller_trace
+    attributes = dict(first.attributes or {})
+    assert attributes[n.HTTP_STATUS] == 201
+    assert attributes[n.REQUEST_ID] == "abc.123"
+    (update,) = otel.finished(n.UPDATE_MEMORY)
+    assert update.parent is not None
+    assert update.parent.span_id == first.context.span_id
+    assert (servers[1].attributes or {})[n.HTTP_STATUS] == 422
+    route = "/v1/namespaces/{namespace}/turns"
+    assert otel.total(n.HTTP_DURATION, **{n.HTTP_ROUTE: route, n.HTTP_STATUS: 201}) == 1
+    assert SECRET not in otel.everything_said()
+
+
+def test_mcp_tool_calls_are_server_spans(otel: Telemetry, tmp_path: Path) -> None:
+    import asyncio
+
+    from partner_memory.mcp_tools import build_server, one_namespace
+
+    service = MemoryService(SQLiteStore(tmp_path / "mcp.db"), owns_store=True, idle_timer=False)
+    try:
+        server = build_server(one_namespace(service, "agent"))
+        turn = {"user_input": SECRET, "assistant_output": "ok"}
+        asyncio.run(server.call_tool("remember_turn", turn))
+    finally:
+        service.close()
+    (call,) = otel.finished("tools/call remember_turn")
+    assert call.kind == trace.SpanKind.SERVER
+    assert (call.attributes or {})[n.TOOL_NAME] == "remember_turn"
+    assert (call.attributes or {})[n.MCP_METHOD] == "tools/call"
+    (update,) = otel.finished(n.UPDATE_MEMORY)
+    assert update.parent is not None
+    assert update.parent.span_id == call.context.span_id

@@ -12,6 +12,7 @@ and 421 to a `Host` the service does not serve (`hosts`: DNS rebinding).
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -57,6 +58,23 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (ConfigurationError, 503, "unavailable"),
 ]
 _PREFIX = b"/v1/namespaces/"
+
+#: FastAPI's own request spans and metrics, where it has them, stay off: `Observed` makes
+#: the one server span of a request (refusals before routing included, with its request
+#: id), and FastAPI's telemetry logs would carry exception messages.
+_NATIVE_TELEMETRY_OFF: dict[str, Any] = (
+    {
+        "telemetry": {
+            "tracing": False,
+            "metrics": False,
+            "logs": False,
+            "operation_spans": False,
+            "auto_configure": False,
+        }
+    }
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
 
 
 class _TooLarge(Exception):
@@ -153,6 +171,7 @@ def create_app(
         version="1",
         description="Long-term memory for AI agents: record, roll, recall and forget.",
         lifespan=lifespan,
+        **_NATIVE_TELEMETRY_OFF,
     )
     api.state.access = access
     api.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))

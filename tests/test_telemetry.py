@@ -117,6 +117,22 @@ def test_a_turn_is_an_update_memory_span_with_its_metrics(
     assert otel.total(n.STORE_WAIT, **{n.DB_SYSTEM: "sqlite"}) >= 1
 
 
+def test_a_rolling_in_the_background_is_a_child_of_the_turn_that_triggered_it(
+    otel: Telemetry, tmp_path: Path
+) -> None:
+    store = SQLiteStore(tmp_path / "count.db")
+    settings = RollingSettings(max_messages=4)
+    with PartnerMemory(
+        store, "agent", idle_timer=False, owns_store=True, settings=settings
+    ) as memory:
+        _messages_of(memory)  # the second turn fills the window: a rolling starts
+        memory.wait()
+    (rolling,) = otel.finished(n.ROLLING_SPAN)
+    second_turn = otel.finished(n.UPDATE_MEMORY)[1]
+    assert rolling.parent is not None
+    assert rolling.parent.span_id == second_turn.context.span_id
+
+
 def test_recall_is_a_search_memory_span_with_its_phases(
     otel: Telemetry, memory: PartnerMemory
 ) -> None:

@@ -22,6 +22,7 @@ the window only up to its first gap (`bounded`).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -168,7 +169,10 @@ class DialogRolling:
             self._running.release()
             raise
         try:
-            return self._executor.submit(self._guarded, moment, idle)
+            # in a copy of the caller's context: the rolling's span is a child of the
+            # turn that triggered it, though it ends later
+            run = contextvars.copy_context().run
+            return self._executor.submit(run, self._guarded, moment, idle)
         except RuntimeError:  # shut down
             self._leases.release(self._namespace)
             self._running.release()

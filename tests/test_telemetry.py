@@ -435,3 +435,21 @@ def test_mcp_tool_calls_are_server_spans(otel: Telemetry, tmp_path: Path) -> Non
     (update,) = otel.finished(n.UPDATE_MEMORY)
     assert update.parent is not None
     assert update.parent.span_id == call.context.span_id
+
+
+def test_an_error_on_a_span_names_its_type_and_quotes_nothing_unless_captured(
+    otel: Telemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from partner_memory.telemetry.instruments import span
+
+    for capture in ("false", "true"):
+        monkeypatch.setenv(CAPTURE_VARIABLE, capture)
+        with pytest.raises(ValueError, match="zebra"), span(f"probe-{capture}", {}):
+            raise ValueError(SECRET)  # an error quoting what it was given
+    quiet, told = otel.finished("probe-false")[0], otel.finished("probe-true")[0]
+    for probe in (quiet, told):
+        assert (probe.attributes or {})[n.ERROR_TYPE] == "ValueError"
+        assert probe.status.status_code == trace.StatusCode.ERROR
+        assert [e.name for e in probe.events] == ["exception"]
+    assert SECRET not in json.dumps([dict(e.attributes or {}) for e in quiet.events])
+    assert (told.events[0].attributes or {})["exception.message"] == SECRET

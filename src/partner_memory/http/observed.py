@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from partner_memory.http.asgi import ASGIApp, Receive, Send
 from partner_memory.telemetry import names as n
-from partner_memory.telemetry.instruments import instruments
+from partner_memory.telemetry.instruments import escaped, instruments
 
 #: The response header (and request header) carrying a request's id.
 REQUEST_ID_HEADER = "x-request-id"
@@ -85,10 +85,14 @@ class Observed:
             context=propagate.extract(headers),
             kind=SpanKind.SERVER,
             attributes={n.HTTP_METHOD: method, n.URL_PATH: scope.get("path", "")},
-            record_exception=True,
+            record_exception=False,
+            set_status_on_exception=False,
         ) as span:
             try:
                 await self.app(scope, receive, sending)
+            except BaseException as exc:
+                escaped(span, exc)
+                raise
             finally:
                 seconds = time.perf_counter() - started
                 route = _route(scope)

@@ -178,14 +178,29 @@ def span(
 @contextmanager
 def _span(parts: Instruments, name: str, attributes: Attributes, kind: SpanKind) -> Iterator[Span]:
     with parts.tracer.start_as_current_span(
-        name, kind=kind, attributes=attributes, record_exception=True, set_status_on_exception=False
+        name,
+        kind=kind,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
     ) as current:
         try:
             yield current
         except BaseException as exc:
-            current.set_attribute(n.ERROR_TYPE, type(exc).__qualname__)
-            current.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            escaped(current, exc)
             raise
+
+
+def escaped(current: Span, exc: BaseException) -> None:
+    """An exception on a span: its type always; its message and stack only with content
+    capture on (a library error may quote what it was given)."""
+    kind = type(exc).__qualname__
+    current.set_attribute(n.ERROR_TYPE, kind)
+    current.set_status(Status(StatusCode.ERROR, kind))
+    if capturing_content():
+        current.record_exception(exc)
+    else:
+        current.add_event("exception", {"exception.type": kind})
 
 
 def operation(

@@ -61,8 +61,19 @@ DATE_BOOST = 1.5
 SPREAD = 0.75
 #: Candidates by words the boosts are applied to (150-800 measured alike on LoCoMo dev).
 POOL = 150
-#: Messages rescored by meaning, and the weight of the (min-max scaled) cosine.
-DENSE_CANDIDATES, DENSE_WEIGHT = 100, 0.5
+#: Messages rescored by meaning, and the weight of the cosine (from 0 at the least of them
+#: to 1 at the most, `_scaled`).
+DENSE_CANDIDATES, DENSE_WEIGHT = 100, 1.0
+#: Meaning's pseudo-relevance feedback (Rocchio): the question's vector plus this weight
+#: times the mean of the best few candidates' that its words found too (after a first
+#: rescoring), then the cosines again. With the dense weight 0.5 -> 1.0, LoCoMo dev R@10
+#: 80.6 -> 81.1 (80.5 without the feedback; 80.9-81.2 over weights 0.4-0.6, 3-5
+#: candidates, dense weights 0.8-1.2). A question whose words find nothing (a paraphrase)
+#: is not moved: towards what merely resembles it, it lost its answer.
+FEEDBACK, FEEDBACK_WEIGHT = 4, 0.5
+#: The cosines' spread is scaled as at least this wide: among a few candidates a small
+#: difference in meaning does not outweigh the words and a date the question names.
+MEANING_SPREAD = 0.4
 #: Messages found by meaning alone (sharing no word with the question) added to those
 #: rescored: the nearest among the stored ones (`recall.vector_graph`) and the window's.
 MEANING_CANDIDATES = 20
@@ -152,11 +163,19 @@ class Scoring:
     speaker_boost: float = SPEAKER_BOOST
     date_boost: float = DATE_BOOST
     dense_weight: float = DENSE_WEIGHT
+    feedback: float = FEEDBACK_WEIGHT
     spread: float = SPREAD
 
     @classmethod
     def plain(cls) -> Scoring:
-        return cls(neighbours=0, unit_weight=0.0, speaker_boost=1.0, dense_weight=0.0, spread=1.0)
+        return cls(
+            neighbours=0,
+            unit_weight=0.0,
+            speaker_boost=1.0,
+            dense_weight=0.0,
+            feedback=0.0,
+            spread=1.0,
+        )
 
 
 @dataclass(slots=True)
@@ -821,14 +840,9 @@ class TantivyIndex:
         if search.speaker is not None and scoring.speaker_boost != 1.0:
             named = pool.speaker == _hash(search.speaker.lower())
             final *= np.where(named, scoring.speaker_boost, 1.0)
-        if search.prefer is not None and search.prefer != (None, None):
-            start, end = search.prefer
-            inside = pool.time != _NO_TIME
-            if start is not None:
-                inside &= pool.time >= start
-            if end is not None:
-                inside &= pool.time < end
-            final *= np.where(inside, scoring.date_boost, 1.0)
+        preferred = self._preferred(pool, search)
+        if preferred is not None:
+            final *= np.where(preferred, scoring.date_boost, 1.0)
         dense = search.vector is not None and scoring.dense_weight > 0
         size = min(len(pool), max(search.k, DENSE_CANDIDATES) if dense else search.k)
         best = np.lexsort((np.arange(len(final)), -final))[:size]
@@ -836,26 +850,44 @@ class TantivyIndex:
             best = np.concatenate([best, np.setdiff1d(np.flatnonzero(pool.score == 0), best)])
         best_score = final[best]
         if dense and search.vector is not None:
-            cosine = self._cosines(pool, best, search.vector)
-            if cosine is not None:
-                spread = float(cosine.max() - cosine.min())
-                if spread > 0:
-                    gained = (cosine - cosine.min()) / spread
-                    best_score = best_score + scoring.dense_weight * gained
+            matrix = self._vectors_of(pool, best, len(search.vector))
+            if matrix is not None:
+                question = _unit(search.vector)
+                gained = _scaled(matrix @ question)
+                if scoring.feedback > 0:  # the question, moved towards its best answers
+                    first = best_score + scoring.dense_weight * gained
+                    leaders = np.lexsort((np.arange(len(first)), -first))[:FEEDBACK]
+                    leaders = leaders[pool.score[best][leaders] > 0]  # found by words too
+                    if len(leaders):
+                        moved = question + scoring.feedback * matrix[leaders].mean(axis=0)
+                        gained = _scaled(matrix @ _unit(moved))
+                best_score = best_score + scoring.dense_weight * gained
         ranked = np.lexsort((np.arange(len(best_score)), -best_score))
         if search.spread and scoring.spread != 1.0:
             ranked = _spread(ranked, best_score, pool.block[best], scoring.spread, search.k)
         ranked = ranked[: search.k]
         return [self._hit(searcher, pool, int(best[i]), float(best_score[i])) for i in ranked]
 
-    def _cosines(self, pool: _Pool, best: np.ndarray, vector: np.ndarray) -> np.ndarray | None:
-        """The question's cosine with each of `best`: read with its neighbours, or alone
-        for those found by meaning alone (as they were found)."""
+    @staticmethod
+    def _preferred(pool: _Pool, search: Search) -> np.ndarray | None:
+        """Which candidates were said when the question's date names (None: it names none)."""
+        if search.prefer is None or search.prefer == (None, None):
+            return None
+        start, end = search.prefer
+        inside: np.ndarray = pool.time != _NO_TIME
+        if start is not None:
+            inside &= pool.time >= start
+        if end is not None:
+            inside &= pool.time < end
+        return inside
+
+    def _vectors_of(self, pool: _Pool, best: np.ndarray, width: int) -> np.ndarray | None:
+        """The unit vectors of `best`: each read with its neighbours, or alone for those
+        found by meaning alone (as they were found); None when none has one."""
         import numpy as np
 
         from partner_memory.recall.embed import unit_rows
 
-        width = len(vector)
         matrix = np.zeros((len(best), width), dtype=np.float32)
         if self._state.dimensions == width:
             stored = self._vectors.read(self._state, pool.vecno[best], pool.score[best] == 0)
@@ -869,9 +901,8 @@ class TantivyIndex:
                 found = True
         if not found:
             return None
-        query = _unit(vector)
-        result: np.ndarray = unit_rows(matrix) @ query
-        return result
+        rows: np.ndarray = unit_rows(matrix)
+        return rows
 
     @staticmethod
     def _hit(searcher: tantivy.Searcher, pool: _Pool, i: int, score: float) -> Hit:
@@ -1027,6 +1058,14 @@ def _time_range(since: int | None, until: int | None) -> tantivy.Query:
 
 def _nothing() -> tantivy.Query:
     return tantivy.Query.empty_query()
+
+
+def _scaled(cosine: np.ndarray) -> np.ndarray:
+    """Cosines from 0 (the least) up, over their spread or `MEANING_SPREAD` if that is
+    wider: at most 1."""
+    spread = max(float(cosine.max() - cosine.min()), MEANING_SPREAD)
+    scaled: np.ndarray = (cosine - cosine.min()) / spread
+    return scaled
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:

@@ -16,6 +16,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from opentelemetry.trace import Span
+
 from partner_memory.clock import Clock, system_clock
 from partner_memory.context import DEFAULT_DOMAINS, Domain, ResolvedBlock, render_xml
 from partner_memory.core import MemoryCore
@@ -40,6 +42,7 @@ from partner_memory.rolling.consumers import DurableConsumer
 from partner_memory.runtime import MemoryRuntime
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore
+from partner_memory.store.base import WindowAppend
 from partner_memory.store.capabilities import TopicStore
 from partner_memory.store.staged import StoredRecord
 from partner_memory.telemetry import names as n
@@ -161,15 +164,11 @@ class PartnerMemory:
         metadata: dict[str, Any] | None = None,
     ) -> Turn:
         """Record one exchange (R10-R11); may start a rolling in the background (R13)."""
-        with operation(n.UPDATE_MEMORY, self.namespace, {n.MESSAGES: 2}) as span:
-            if span.is_recording() and capturing_content():
-                span.set_attribute(n.MEMORY_CONTENT, [user_input, assistant_output])
+        with operation(n.UPDATE_MEMORY, self.namespace) as span:
             turn, appended = self.trajectory.record_turn_counted(
                 user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
             )
-            span.set_attribute(n.WINDOW_LENGTH, appended.length)
-            instruments().messages_recorded.add(2)
-            self.rolling.after_turn(appended)
+            self._recorded(span, [user_input, assistant_output], appended)
             return turn
 
     def record_messages(
@@ -181,13 +180,17 @@ class PartnerMemory:
         """
         with operation(n.UPDATE_MEMORY, self.namespace) as span:
             appended = self.trajectory.record(messages, interaction=interaction)
-            span.set_attribute(n.MESSAGES, len(messages))
-            if span.is_recording() and capturing_content():
-                span.set_attribute(n.MEMORY_CONTENT, [m.content for m in messages])
-            span.set_attribute(n.WINDOW_LENGTH, appended.length)
-            instruments().messages_recorded.add(len(messages))
-            self.rolling.after_turn(appended)
+            self._recorded(span, [m.content for m in messages], appended)
             return appended.length
+
+    def _recorded(self, span: Span, texts: list[str], appended: WindowAppend) -> None:
+        """After a recording: its span and count (the texts only with content capture on),
+        then R13's triggers."""
+        span.set_attributes({n.MESSAGES: len(texts), n.WINDOW_LENGTH: appended.length})
+        if span.is_recording() and capturing_content():
+            span.set_attribute(n.MEMORY_CONTENT, texts)
+        instruments().messages_recorded.add(len(texts))
+        self.rolling.after_turn(appended)
 
     # -- rolling -------------------------------------------------------------------
 

@@ -270,10 +270,7 @@ class MemoryRuntime:
         """See `PartnerMemory.forget_messages`; the slices that held them are summarised
         again (by this service's summariser) before the one forgetting transaction."""
         with self._forgetting(namespace, "messages") as span:
-            try:
-                found = self.forgetting.messages(namespace, message_ids)
-            finally:
-                self._forgotten(namespace)
+            found = self.forgetting.messages(namespace, message_ids)
             span.set_attribute(n.MESSAGES, found)
             return found
 
@@ -281,27 +278,18 @@ class MemoryRuntime:
         """Forget a slice's summary and every message of its range."""
         named = {n.UNIT_ID: unit_id, n.SLICE_ID: slice_id}
         with self._forgetting(namespace, "slice", named) as span:
-            try:
-                found = self.forgetting.slice(namespace, unit_id, slice_id)
-            finally:
-                self._forgotten(namespace)
+            found = self.forgetting.slice(namespace, unit_id, slice_id)
             span.set_attribute(n.MESSAGES, found)
             return found
 
     def forget_unit(self, namespace: str, unit_id: str) -> None:
         with self._forgetting(namespace, "unit", {n.UNIT_ID: unit_id}):
-            try:
-                self.forgetting.unit(namespace, unit_id)
-            finally:
-                self._forgotten(namespace)
+            self.forgetting.unit(namespace, unit_id)
 
     def forget_namespace(self, namespace: str) -> None:
         """Forget a namespace and everything in it; its handles here stop being served."""
         with self._forgetting(namespace, "namespace"):
-            try:
-                self.forgetting.namespace(namespace)
-            finally:
-                self._forgotten(namespace)
+            self.forgetting.namespace(namespace)
         with self._lock:
             self._handles.pop(namespace, None)
             self._watched.discard(namespace)
@@ -310,11 +298,15 @@ class MemoryRuntime:
     def _forgetting(
         self, namespace: str, target: str, attributes: dict[str, str] | None = None
     ) -> Iterator[Span]:
-        """A forget's span (`delete_memory`, or `delete_memory_store` for a namespace)
-        and its count, made once it succeeded."""
+        """A forget's span (`delete_memory`, or `delete_memory_store` for a namespace);
+        whether it succeeded or not, this host's copy of the index goes (`_forgotten`);
+        counted once it succeeded."""
         name = n.DELETE_MEMORY_STORE if target == "namespace" else n.DELETE_MEMORY
         with operation(name, namespace, {n.FORGET_TARGET: target, **(attributes or {})}) as span:
-            yield span
+            try:
+                yield span
+            finally:
+                self._forgotten(namespace)
         instruments().forgets.add(1, {n.FORGET_TARGET: target})
 
     def purge(self) -> list[str]:

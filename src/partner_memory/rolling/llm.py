@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanKind
 from partner_memory.errors import ConfigurationError, InvalidInputError, LLMError
 from partner_memory.model import check_text
 from partner_memory.telemetry import names as n
-from partner_memory.telemetry.instruments import capturing_content, instruments, span
+from partner_memory.telemetry.instruments import capturing_content, instruments, measured, span
 
 __all__ = ["ChatClient", "Completion", "LLMError", "LLMSettings", "UsageMeter"]
 
@@ -182,37 +182,32 @@ class ChatClient:
         if where.port:
             attributes[n.SERVER_PORT] = where.port
         parts = instruments()
-        started = time.perf_counter()
-        failed: str | None = None
-        try:
-            with span(f"chat {model}", attributes, kind=SpanKind.CLIENT) as current:
-                if capturing_content():
-                    current.set_attribute(n.INPUT_MESSAGES, json.dumps([dict(m) for m in messages]))
-                completion = self._complete(
-                    messages,
-                    model=model,
-                    meter=meter,
-                    what=what,
-                    max_tokens=max_tokens,
-                    max_chars=max_chars,
-                )
-                current.set_attributes(
-                    {
-                        n.INPUT_TOKENS: completion.prompt_tokens,
-                        n.OUTPUT_TOKENS: completion.completion_tokens,
-                    }
-                )
-                if completion.model:
-                    current.set_attribute(n.RESPONSE_MODEL, completion.model)
-                if capturing_content():
-                    answer = [{"role": "assistant", "content": completion.text}]
-                    current.set_attribute(n.OUTPUT_MESSAGES, json.dumps(answer))
-        except BaseException as exc:
-            failed = type(exc).__qualname__
-            raise
-        finally:
-            done = labels if failed is None else {**labels, n.ERROR_TYPE: failed}
-            parts.llm_duration.record(time.perf_counter() - started, done)
+        with (
+            measured(parts.llm_duration, labels),
+            span(f"chat {model}", attributes, kind=SpanKind.CLIENT) as current,
+        ):
+            capturing = current.is_recording() and capturing_content()
+            if capturing:
+                current.set_attribute(n.INPUT_MESSAGES, json.dumps([dict(m) for m in messages]))
+            completion = self._complete(
+                messages,
+                model=model,
+                meter=meter,
+                what=what,
+                max_tokens=max_tokens,
+                max_chars=max_chars,
+            )
+            current.set_attributes(
+                {
+                    n.INPUT_TOKENS: completion.prompt_tokens,
+                    n.OUTPUT_TOKENS: completion.completion_tokens,
+                }
+            )
+            if completion.model:
+                current.set_attribute(n.RESPONSE_MODEL, completion.model)
+            if capturing:
+                answer = [{"role": "assistant", "content": completion.text}]
+                current.set_attribute(n.OUTPUT_MESSAGES, json.dumps(answer))
         parts.llm_tokens.record(completion.prompt_tokens, {**labels, n.TOKEN_TYPE: "input"})
         parts.llm_tokens.record(completion.completion_tokens, {**labels, n.TOKEN_TYPE: "output"})
         return completion

@@ -216,17 +216,27 @@ def operation(
 def _operation(
     parts: Instruments, name: str, namespace: str, attributes: Attributes | None
 ) -> Iterator[Span]:
-    started = time.perf_counter()
     labels = {n.OPERATION: name}
     named = {**labels, n.MEMORY_NAMESPACE: namespace, **(attributes or {})}
+    with (
+        measured(parts.operation_duration, labels),
+        _span(parts, name, named, SpanKind.INTERNAL) as current,
+    ):
+        yield current
+
+
+@contextmanager
+def measured(histogram: Any, labels: Attributes) -> Iterator[None]:
+    """The block's duration in `histogram`, labelled with the error's type if it failed."""
+    started = time.perf_counter()
+    done = dict(labels)
     try:
-        with _span(parts, name, named, SpanKind.INTERNAL) as current:
-            yield current
+        yield
     except BaseException as exc:
-        labels[n.ERROR_TYPE] = type(exc).__qualname__
+        done[n.ERROR_TYPE] = type(exc).__qualname__
         raise
     finally:
-        parts.operation_duration.record(time.perf_counter() - started, labels)
+        histogram.record(time.perf_counter() - started, done)
 
 
 # -- observed gauges ------------------------------------------------------------------

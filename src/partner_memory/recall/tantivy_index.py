@@ -29,8 +29,10 @@ import hashlib
 import json
 import math
 import os
+import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -200,6 +202,22 @@ class _Pool:
     def empty() -> _Pool:
         return _Pool.of(
             score=[], block=[], time=[], speaker=[], vecno=[], address=[], place=[], near=[]
+        )
+
+    def take(self, chosen: Sequence[int]) -> _Pool:
+        """These candidates, in this order."""
+        import numpy as np
+
+        at = np.asarray(chosen, dtype=np.intp)
+        return _Pool(
+            self.score[at],
+            self.block[at],
+            self.time[at],
+            self.speaker[at],
+            self.vecno[at],
+            [self.address[i] for i in chosen],
+            [self.place[i] for i in chosen],
+            [self.near[i] for i in chosen],
         )
 
     def __add__(self, other: _Pool) -> _Pool:
@@ -671,20 +689,34 @@ class TantivyIndex:
 
     def search(self, search: Search) -> list[Hit]:
         """The `search.k` best messages, best first."""
+        import numpy as np
+
         if search.k <= 0:
             return []
         searcher = self._messages.index.searcher()
         words = sorted(set(search.terms))
+        dense = search.vector is not None and self.scoring.dense_weight > 0
         hits: list[Hit] = []
         pool = _Pool.empty()
+        near = None
         if words:
-            pool = self._candidates(searcher, words, search) + _window_candidates(
+            # tantivy searches without the GIL: the words' search runs on another core
+            # while this thread finds the rows nearest the question's meaning
+            asked = _beside().submit(self._candidates, searcher, words, search)
+            near = self._near(searcher, search) if dense else None
+            pool = asked.result() + _window_candidates(
                 search, words, self._state, searcher, self.scoring
             )
-        if search.vector is not None and self.scoring.dense_weight > 0:
-            pool = pool + self._by_meaning(searcher, search, pool)
+        elif dense:
+            near = self._near(searcher, search)
+        blocks = None
+        if words and self.scoring.unit_weight:  # the sessions' scores, while meaning adds
+            ask = pool.block if near is None else np.union1d(pool.block, near.docs.block)
+            blocks = _Blocks(_beside().submit(self._block_scores, words, ask), ask)
+        if dense:
+            pool = pool + self._by_meaning(searcher, search, pool, near)
         if len(pool):
-            hits = self._rank(searcher, pool, words, search)
+            hits = self._rank(searcher, pool, words, search, blocks)
         if search.fill and (search.bounded or search.within is not None) and len(hits) < search.k:
             hits += self._by_time(searcher, search, {h.place for h in hits})
         return hits
@@ -727,34 +759,48 @@ class TantivyIndex:
             found = searcher.search(query, max(POOL, search.k), count=False).hits
         return _stored_pool(searcher, [a for _, a in found], [score for score, _ in found])
 
-    def _by_meaning(self, searcher: tantivy.Searcher, search: Search, pool: _Pool) -> _Pool:
-        """The messages nearest the question's meaning that its words did not find, and
-        that mean it more than any the words found (so a question whose words find what
-        it asks for is not padded with what merely resembles it). Scored 0 by words:
-        only meaning ranks them."""
+    def _near(self, searcher: tantivy.Searcher, search: Search) -> _Near | None:
+        """The stored rows nearest the question's meaning, their cosines and the messages
+        still in the index of them, nearest first (None when the index's vectors cannot
+        be compared with the question's)."""
+        state, vector = self._state, search.vector
+        assert vector is not None
+        if state.dimensions != len(vector) or not self._graph.exact(state.rows, state.graph_rows):
+            return None
+        rows, cosine = self._nearest(state, vector, 2 * MEANING_CANDIDATES)
+        wanted = [int(r) for r in rows]
+        found = []
+        if wanted:  # a rewritten message's rows are no longer any message's
+            rows_of = tantivy.Query.term_set_query(SCHEMA, "vecno", wanted)
+            query = self._filtered(search, rows_of)
+            found = searcher.search(query, len(wanted), count=False).hits
+        docs = _stored_pool(searcher, [a for _, a in found], [0.0] * len(found))
+        rank = {r: i for i, r in enumerate(wanted)}
+        order = sorted(range(len(docs)), key=lambda i: rank[int(docs.vecno[i])])
+        return _Near(rows, cosine, docs.take(order))
+
+    def _by_meaning(
+        self,
+        searcher: tantivy.Searcher,
+        search: Search,
+        pool: _Pool,
+        near: _Near | None,
+    ) -> _Pool:
+        """The messages nearest the question's meaning (`near`) that its words did not
+        find, and that mean it more than any the words found (so a question whose words
+        find what it asks for is not padded with what merely resembles it). Scored 0 by
+        words: only meaning ranks them."""
 
         vector = search.vector
         assert vector is not None
         floor = self._floor(pool, search, vector)
-        state = self._state
-        found = []
-        wanted: list[int] = []
-        if state.dimensions == len(vector) and self._graph.exact(state.rows, state.graph_rows):
-            rows, cosine = self._nearest(state, vector, 2 * MEANING_CANDIDATES)
+        stored = _Pool.empty()
+        if near is not None:
             have = {int(v) for v in pool.vecno if v >= 0}
-            wanted = [int(r) for r, c in zip(rows, cosine, strict=True) if c > floor]
-            wanted = [r for r in wanted if r not in have]
-            if wanted:  # the rows of messages still in the index (a rewritten one's are not)
-                rows_of = tantivy.Query.term_set_query(SCHEMA, "vecno", wanted)
-                found = searcher.search(
-                    self._filtered(search, rows_of), len(wanted), count=False
-                ).hits
-        addresses = [a for _, a in found]
-        vecno = searcher.fast_field_values("vecno", addresses) if found else []
-        rank = {r: i for i, r in enumerate(wanted)}
-        order = sorted(range(len(found)), key=lambda i: rank.get(int(vecno[i] or 0), 0))
-        chosen = [addresses[i] for i in order[:MEANING_CANDIDATES]]
-        stored = _stored_pool(searcher, chosen, [0.0] * len(chosen))
+            meant = {int(r) for r, c in zip(near.rows, near.cosine, strict=True) if c > floor}
+            meant -= have
+            chosen = [i for i, v in enumerate(near.docs.vecno) if int(v) in meant]
+            stored = near.docs.take(chosen[:MEANING_CANDIDATES])
         have_places = {p for p in pool.place if p}
         return stored + _window_by_meaning(search, have_places, vector, floor)
 
@@ -822,14 +868,25 @@ class TantivyIndex:
         return {int(b or 0): score for (score, _), b in zip(found, ids, strict=True)}
 
     def _rank(
-        self, searcher: tantivy.Searcher, pool: _Pool, words: list[str], search: Search
+        self,
+        searcher: tantivy.Searcher,
+        pool: _Pool,
+        words: list[str],
+        search: Search,
+        early: _Blocks | None,
     ) -> list[Hit]:
         import numpy as np
 
         scoring = self.scoring
         final = pool.score / (pool.score.max() or 1.0)
-        if scoring.unit_weight and words:
-            blocks = self._block_scores(words, pool.block)
+        if early is not None:
+            # a block's score does not depend on which others are asked for: those asked
+            # for beside the pool's (near by meaning, not chosen) are left out
+            present = {int(b) for b in pool.block}
+            blocks = {b: v for b, v in early.scores.result().items() if b in present}
+            missing = np.setdiff1d(pool.block, early.asked)
+            if len(missing):
+                blocks.update(self._block_scores(words, missing))
             window = _window_block_score(search, words, self._state, self._blocks.index.searcher())
             if window:
                 blocks[_WINDOW_BLOCK] = window
@@ -936,6 +993,40 @@ class TantivyIndex:
 
 #: The window's messages are a block of their own.
 _WINDOW_BLOCK = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Blocks:
+    """The scores of the blocks `asked` for, being searched."""
+
+    scores: Future[dict[int, float]]
+    asked: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class _Near:
+    """The stored rows nearest a question, their cosines, and the messages of them."""
+
+    rows: np.ndarray
+    cosine: np.ndarray
+    docs: _Pool
+
+
+#: By process: a forked child makes its own (the parent's threads do not exist in it).
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _beside() -> ThreadPoolExecutor:
+    """Threads for the engine's searches that run beside a search's Python work."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(os.getpid())
+        if pool is None:
+            _POOLS.clear()
+            pool = _POOLS[os.getpid()] = ThreadPoolExecutor(
+                thread_name_prefix="partner-memory-search"
+            )
+        return pool
 
 
 def _spread(

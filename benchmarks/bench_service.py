@@ -12,8 +12,9 @@
    processes; each on its own namespace, or all on one), SQLite and
    PostgreSQL, with the OpenAI Agents SDK's SQLiteSession, LangChain's
    SQLChatMessageHistory and LangGraph's store beside ours in the same run, and
-   our commits (fsyncs) per acknowledged turn: writers that queue for a
-   SQLite file share its commits (group commit). Ours is the whole service:
+   our commits that wait for the disk (fsyncs) per acknowledged turn: writers
+   that queue for a SQLite file share them (group commit), and the rollings,
+   leases and index behind the callers wait for none. Ours is the whole service:
    its rollings (every 36 turns, offline summaries, recall index) run too.
 
 Usage: python benchmarks/bench_service.py [--turns 400] [--pg URL] [--no-pg]
@@ -201,9 +202,9 @@ def writers(args: argparse.Namespace, tmp: Path) -> None:
                     print(f"| {system.name} | {cells} |", flush=True)
                 ours = figures["partner-memory"]
                 per_turn = " | ".join(
-                    "-" if f.commits_per_turn is None else f"{f.commits_per_turn:.2f}" for f in ours
+                    "-" if f.syncs_per_turn is None else f"{f.syncs_per_turn:.2f}" for f in ours
                 )
-                print(f"| partner-memory commits per turn | {per_turn} |")
+                print(f"| partner-memory fsyncs per turn | {per_turn} |")
                 for name, theirs in figures.items():
                     if name != "partner-memory":
                         ratios = " | ".join(

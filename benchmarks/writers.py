@@ -52,7 +52,7 @@ class System:
     def writer(self, shared: Shared, namespace: str) -> tuple[Turn, Callable[[], None]]:
         raise NotImplementedError
 
-    def commits(self, shared: Shared) -> int | None:
+    def syncs(self, shared: Shared) -> int | None:
         del shared
         return None
 
@@ -76,8 +76,8 @@ class Ours(System):
         memory = shared.state.memory(namespace)
         return lambda i: memory.record_turn(question(i), answer(i)), lambda: None
 
-    def commits(self, shared: Shared) -> int | None:
-        return int(shared.state.store.commit_counts.commits)
+    def syncs(self, shared: Shared) -> int | None:
+        return int(shared.state.store.commit_counts.syncs)
 
     def warm(self, shared: Shared) -> None:
         """Past a first rolling: the recall index's embedding model is loaded."""
@@ -179,7 +179,8 @@ SYSTEMS: dict[str, System] = {
 @dataclass
 class Figures:
     turns_per_s: float
-    commits_per_turn: float | None
+    #: commits that waited for the disk (fsyncs), per acknowledged turn
+    syncs_per_turn: float | None
     #: one turn's median latency, over every writer's turns
     median_ms: float
 
@@ -216,13 +217,13 @@ def writer_threads(
     threads = [threading.Thread(target=work, args=(w,)) for w in range(writers)]
     for thread in threads:
         thread.start()
-    before = system.commits(shared)
+    before = system.syncs(shared)
     start.wait()
     began = time.perf_counter()
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - began
-    after = system.commits(shared)
+    after = system.syncs(shared)
     shared.close()
     if errors:
         raise SystemExit(f"{system.name}: {errors[0]!r}")
@@ -240,7 +241,7 @@ target, namespace, turns, start = sys.argv[3], sys.argv[4], int(sys.argv[5]), fl
 shared = system.open(target)
 system.warm(shared)
 turn, close = system.writer(shared, namespace)
-before = system.commits(shared)
+before = system.syncs(shared)
 while time.time() < start:
     time.sleep(0.002)
 samples = []
@@ -250,11 +251,11 @@ for i in range(turns):
     turn(i)
     samples.append((time.perf_counter() - t) * 1000)
 wall = time.perf_counter() - began
-after = system.commits(shared)
+after = system.syncs(shared)
 close()
 shared.close()
 print(json.dumps({"wall": wall, "samples": samples,
-                  "commits": None if before is None else after - before}))
+                  "syncs": None if before is None else after - before}))
 """
 
 
@@ -289,7 +290,7 @@ def writer_processes(
         reports.append(json.loads(out))
     wall = max(r["wall"] for r in reports)  # all began at `start`
     done = writers * turns
-    commits = [r["commits"] for r in reports]
-    per_turn = None if None in commits else sum(commits) / done
+    syncs = [r["syncs"] for r in reports]
+    per_turn = None if None in syncs else sum(syncs) / done
     samples = [s for r in reports for s in r["samples"]]
     return Figures(done / wall, per_turn, statistics.median(samples))

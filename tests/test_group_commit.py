@@ -1,5 +1,6 @@
 """Group commit on a real SQLite file: writers that queue together commit together,
-a failed block undoes only itself, a failed commit fails every block it held."""
+a failed block undoes only itself, a failed commit fails every block it held, and
+only what a caller waits for waits for the disk."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 from partner_memory import MemoryService, PartnerMemory, RollingSettings
 from partner_memory.errors import StorageUnavailableError
 from partner_memory.store import open_store
+from partner_memory.store.durability import behind_the_caller
 from partner_memory.store.group_commit import GroupCommit
 from partner_memory.store.sqlite import SQLiteStore
 
@@ -93,8 +95,10 @@ class Held:
     """A writer whose block waits inside the transaction until `release()`: the
     writers started meanwhile queue behind it and join its transaction."""
 
-    def __init__(self, group: GroupCommit, name: str, *, fail: bool = False) -> None:
-        self.group, self.name, self.fail = group, name, fail
+    def __init__(
+        self, group: GroupCommit, name: str, *, fail: bool = False, behind: bool = False
+    ) -> None:
+        self.group, self.name, self.fail, self.behind = group, name, fail, behind
         self.inside = threading.Event()
         self.go = threading.Event()
         self.error: BaseException | None = None
@@ -104,7 +108,7 @@ class Held:
 
     def _run(self) -> None:
         try:
-            with self.group.write() as cur:
+            with self.group.write() if not self.behind else self._behind() as cur:
                 cur.execute("INSERT INTO rows (name) VALUES (?)", (self.name,))
                 self.inside.set()
                 self.go.wait()
@@ -112,6 +116,11 @@ class Held:
                     raise ValueError(f"{self.name} gave up")
         except BaseException as exc:
             self.error = exc
+
+    @contextmanager
+    def _behind(self) -> Iterator[sqlite3.Cursor]:
+        with behind_the_caller(), self.group.write() as cur:
+            yield cur
 
     def release(self) -> None:
         self.go.set()
@@ -227,6 +236,109 @@ def test_a_checkpoint_waits_for_the_transaction_in_flight(group: GroupCommit, po
     assert seen
     assert "a" in seen[0]
     assert pool.names() == ["a", "b"]
+
+
+class Kept(Pool):
+    """Connections lent again, as the store's pool lends them (a level set stays)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.idle: list[sqlite3.Connection] = []
+
+    def borrow(self) -> sqlite3.Connection:
+        self.lent += 1
+        return self.idle.pop() if self.idle else self.connect()
+
+    def give_back(self, conn: sqlite3.Connection) -> None:
+        self.lent -= 1
+        self.idle.append(conn)
+
+
+def _level(group: GroupCommit, name: str) -> int:
+    """Insert `name`; the synchronous level its transaction commits at (2 FULL, 1 NORMAL)."""
+    with group.write() as cur:
+        cur.execute("INSERT INTO rows (name) VALUES (?)", (name,))
+        return int(cur.execute("PRAGMA synchronous").fetchone()[0])
+
+
+def _level_behind(group: GroupCommit, name: str) -> int:
+    with behind_the_caller():
+        return _level(group, name)
+
+
+@pytest.fixture
+def kept(tmp_path: Path) -> Kept:
+    return Kept(tmp_path / "kept.db")
+
+
+def test_work_behind_the_callers_commits_without_waiting_for_the_disk(kept: Kept) -> None:
+    group = GroupCommit(kept.borrow, kept.give_back, _plain, "FULL")
+    assert _level(group, "a") == 2
+    assert _level_behind(group, "b") == 1
+    assert _level(group, "c") == 2  # the connection is back at the store's level
+    assert kept.names() == ["a", "b", "c"]
+    counts = group.counts
+    assert (counts.commits, counts.writes, counts.syncs) == (3, 3, 2)
+
+
+def test_a_store_that_never_syncs_leaves_the_level_alone(kept: Kept) -> None:
+    group = GroupCommit(kept.borrow, kept.give_back, _plain, "NORMAL")
+    assert _level(group, "a") == _level_behind(group, "b")  # no level set for either
+    assert group.counts.syncs == 0
+
+
+def test_a_block_a_caller_waits_for_never_rides_in_work_behind_the_callers(kept: Kept) -> None:
+    group = GroupCommit(kept.borrow, kept.give_back, _plain, "FULL")
+    first = Held(group, "a", behind=True)
+    levels: dict[str, int] = {}
+
+    def caller() -> None:
+        levels["b"] = _level(group, "b")
+
+    def behind() -> None:
+        levels["c"] = _level_behind(group, "c")
+
+    queued = Queued(group, {"b": caller, "c": behind})
+    first.release()
+    assert queued.join() == {}
+    assert first.error is None
+    # whichever came first, b commits at FULL in a transaction of its own (c may
+    # ride in it, or in a's): a's transaction commits before b's opens
+    assert levels["b"] == 2
+    assert kept.names() == ["a", "b", "c"]
+    counts = group.counts
+    assert (counts.commits, counts.writes, counts.syncs) == (2, 3, 1)
+    assert kept.lent == 0
+
+
+def test_work_behind_the_callers_rides_in_a_callers_transaction(kept: Kept) -> None:
+    group = GroupCommit(kept.borrow, kept.give_back, _plain, "FULL")
+    first = Held(group, "a")
+    levels: dict[str, int] = {}
+    queued = Queued(group, {"b": lambda: levels.update(b=_level_behind(group, "b"))})
+    first.release()
+    assert queued.join() == {}
+    assert levels == {"b": 2}
+    counts = group.counts
+    assert (counts.commits, counts.writes, counts.syncs) == (1, 2, 1)
+
+
+def test_one_writer_waits_for_the_disk_once_per_turn(tmp_path: Path) -> None:
+    """Rollings, their leases and the recall index commit too, but only the turns
+    wait for the disk: one fsync per acknowledged turn."""
+    store = open_store(tmp_path / "one.db")
+    assert isinstance(store, SQLiteStore)
+    settings = RollingSettings(max_messages=8, idle_check_interval_s=0)
+    with PartnerMemory(store, "agent", settings=settings, idle_timer=False) as memory:
+        before = store.commit_counts
+        for i in range(40):
+            memory.record_turn(f"turn {i}: the weather in Lisbon", f"noted {i}")
+        memory.wait()
+        after = store.commit_counts
+        assert memory.core.unit_ids()  # the window rolled
+        assert memory.recall("Lisbon weather").hits
+    assert after.syncs - before.syncs == 40
+    assert after.commits - before.commits > 40
 
 
 def test_eight_threads_recording_commit_in_groups(tmp_path: Path) -> None:

@@ -204,9 +204,8 @@ def test_connections_carry_keepalives_and_the_servers_idle_transaction_limit(
         store.close()
 
 
-def _round_trips(store: PostgresStore, work: Callable[[], object]) -> int:
-    """How many times the store's one connection waited for the server during `work`
-    (libpq's protocol trace: each run of client messages answered by the server)."""
+def _traced(store: PostgresStore, work: Callable[[], object]) -> list[str]:
+    """The libpq protocol trace of the store's one connection during `work`."""
     import psycopg
 
     with tempfile.TemporaryFile("w+") as trace:
@@ -217,7 +216,13 @@ def _round_trips(store: PostgresStore, work: Callable[[], object]) -> int:
         with store._pool.connection() as conn:
             conn.pgconn.untrace()
         trace.seek(0)
-        senders = [line[0] for line in trace.read().splitlines() if line[:1] in ("F", "B")]
+        return trace.read().splitlines()
+
+
+def _round_trips(store: PostgresStore, work: Callable[[], object]) -> int:
+    """How many times the store's one connection waited for the server during `work`
+    (each run of client messages answered by the server)."""
+    senders = [line[0] for line in _traced(store, work) if line[:1] in ("F", "B")]
     return sum(
         1 for sent, answered in itertools.pairwise(senders) if (sent, answered) == ("F", "B")
     )
@@ -237,4 +242,34 @@ def test_a_turn_and_a_write_take_two_round_trips(pg_url: str) -> None:
         assert memory.trajectory.snapshot()[-1].content.endswith("fine")
     finally:
         memory.close()
+        store.close()
+
+
+def test_work_behind_the_callers_does_not_wait_for_the_wal_flush(pg_url: str) -> None:
+    """Its COMMIT goes with `SET LOCAL synchronous_commit TO off`, in the same round
+    trip; a write a caller waits for keeps the server's setting."""
+    from partner_memory.store.durability import behind_the_caller
+
+    store = PostgresStore(pg_url, min_connections=1, max_connections=1)
+    try:
+        store.ensure_namespace("ns", "s1")
+        before = store.commit_counts
+
+        def behind() -> None:
+            with behind_the_caller():
+                store.set_session("ns", "s2")
+
+        lines = _traced(store, behind)
+        relaxed = [n for n, line in enumerate(lines) if "synchronous_commit" in line]
+        commits = [n for n, line in enumerate(lines) if '"COMMIT"' in line]
+        assert relaxed, lines
+        assert commits, lines
+        assert relaxed[0] < commits[0], lines
+        assert _round_trips(store, behind) == 2
+        awaited = _traced(store, lambda: store.set_session("ns", "s3"))
+        assert not any("synchronous_commit" in line for line in awaited)
+        after = store.commit_counts
+        assert (after.commits - before.commits, after.syncs - before.syncs) == (3, 1)
+        assert store.ensure_namespace("ns", "other").memory_session_id == "s3"
+    finally:
         store.close()

@@ -22,6 +22,7 @@ from partner_memory.clock import Clock
 from partner_memory.errors import InvalidInputError, PartnerMemoryError
 from partner_memory.model import LogEntry
 from partner_memory.store.base import MemoryStore
+from partner_memory.store.durability import behind_the_caller
 from partner_memory.store.staged import Staged
 from partner_memory.telemetry import names as n
 from partner_memory.telemetry.instruments import instruments, span
@@ -91,6 +92,11 @@ def describe(exc: BaseException) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
 
 
+def _behind_the_caller(work: Callable[..., object], *args: Any) -> object:
+    with behind_the_caller():
+        return work(*args)
+
+
 class ConsumerDispatcher:
     """Runs AfterRolling work in the background, one item at a time, for every namespace."""
 
@@ -108,7 +114,9 @@ class ConsumerDispatcher:
             return list(self._durable)
 
     def submit(self, work: Callable[..., object], *args: Any) -> Future[Any]:
-        return self._executor.submit(work, *args)
+        """Run `work` on the consumers' thread; its writes are acknowledged to nobody
+        (what a consumer writes is redone from its position if lost)."""
+        return self._executor.submit(_behind_the_caller, work, *args)
 
     def register(self, consumer: DurableConsumer) -> Future[None]:
         """Set the consumer up, then catch it up on every namespace in the background."""

@@ -55,6 +55,7 @@ from partner_memory.rolling.replay_group import ReplayGroup
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.rolling.summarize import SummarizerChain
 from partner_memory.store.base import CommittedRolling, RollingCommit, WindowAppend
+from partner_memory.store.durability import behind_the_caller
 from partner_memory.telemetry import names as n
 from partner_memory.telemetry.instruments import instruments, span
 from partner_memory.trajectory import dropped_ids, idle_due, quiet_gap
@@ -240,15 +241,11 @@ class DialogRolling:
         return now
 
     def _guarded(self, moment: Moment, idle: bool) -> RollingResult | None:
+        """A triggered rolling: acknowledged to nobody, so its commits need not wait for
+        the disk (`store.durability`); its messages stay in the window until it commits."""
         try:
-            result = self._roll(moment)
-            while moment.ended:  # the next conversation, if its own trigger holds
-                follow = self._begin(idle, wait=False, recheck=True)
-                if follow is None:
-                    break
-                moment = follow
-                result = self._roll(moment) or result
-            return result
+            with behind_the_caller():
+                return self._rolled(moment, idle)
         except BaseException as exc:
             log.exception("rolling of %r failed", self._namespace)
             self.errors.append(exc)
@@ -256,6 +253,16 @@ class DialogRolling:
             raise
         finally:
             self._running.release()
+
+    def _rolled(self, moment: Moment, idle: bool) -> RollingResult | None:
+        result = self._roll(moment)
+        while moment.ended:  # the next conversation, if its own trigger holds
+            follow = self._begin(idle, wait=False, recheck=True)
+            if follow is None:
+                break
+            moment = follow
+            result = self._roll(moment) or result
+        return result
 
     def roll_now(self, *, idle: bool = False, through: str | None = None) -> RollingResult | None:
         """Roll in the caller's thread, after any rolling in flight (here or elsewhere).

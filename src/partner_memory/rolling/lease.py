@@ -7,6 +7,9 @@ holder id names the host, the process and the process-id space (boot and
 pid namespace, so containers sharing a hostname are told apart), so a
 process in the same space takes over at once a lease whose holder is known
 to be dead, instead of waiting for it to lapse.
+
+A lease is acknowledged to nobody: lost, it lapses or is taken again, so its
+writes commit without waiting for the disk (`store.durability`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from partner_memory.errors import PartnerMemoryError
 from partner_memory.model import TrajectoryState
 from partner_memory.store.base import MemoryStore
+from partner_memory.store.durability import behind_the_caller
 from partner_memory.telemetry.instruments import instruments, span
 from partner_memory.telemetry.names import HOLDER, LEASE_TAKEOVER_SPAN, MEMORY_NAMESPACE
 
@@ -53,6 +57,16 @@ class LeaseKeeper:
         With `peek`, a plain read first finds a live holder, so triggers that
         fire on every turn while a rolling runs do not queue on the lease's row.
         """
+        with behind_the_caller():
+            state = self._taken(namespace, peek)
+        if state is not None:
+            with self._lock:
+                self._held.add(namespace)
+            if self._on_acquire is not None:
+                self._on_acquire()
+        return state
+
+    def _taken(self, namespace: str, peek: bool) -> TrajectoryState | None:
         current = self._store.rolling_holder(namespace) if peek else None
         if current is not None and not holder_is_dead(current):
             return None
@@ -73,11 +87,6 @@ class LeaseKeeper:
                         current,
                         extra={"event": "lease_takeover", "namespace": namespace, "from": current},
                     )
-        if state is not None:
-            with self._lock:
-                self._held.add(namespace)
-            if self._on_acquire is not None:
-                self._on_acquire()
         return state
 
     def acquire(self, namespace: str) -> TrajectoryState:
@@ -102,13 +111,15 @@ class LeaseKeeper:
                 return
             self._held.discard(namespace)
         try:
-            self._store.release_rolling(namespace, self.holder)
+            with behind_the_caller():
+                self._store.release_rolling(namespace, self.holder)
         except PartnerMemoryError as exc:
             log.warning("could not release the rolling lease of %r: %s", namespace, exc)
 
     def renew(self) -> None:
         if self.held:
-            self._store.renew_leases(self.holder, ttl_ms=self.ttl_ms)
+            with behind_the_caller():
+                self._store.renew_leases(self.holder, ttl_ms=self.ttl_ms)
 
 
 def process_space() -> str:

@@ -13,6 +13,12 @@ undoes only itself; the first block of a transaction needs none, so a lone
 writer runs exactly the statements it ran before. Blocks still run one at a
 time, in the order they take their turn, on one connection: each sees what
 the blocks before it wrote, so counts, triggers and leases stay exact.
+
+A transaction holding only work behind the callers (`store.durability`: a
+triggered rolling, its lease, the consumers) commits without the fsync
+(`synchronous=NORMAL` for that transaction); the next acknowledged commit's
+fsync makes it durable. A block a caller waits for never joins such a
+transaction: it commits it first and opens its own.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 
 from partner_memory.errors import StorageUnavailableError
+from partner_memory.store.durability import awaited
 from partner_memory.telemetry.instruments import instruments
 from partner_memory.telemetry.names import DB_SYSTEM
 
@@ -43,6 +50,8 @@ class _Batch:
 
     conn: sqlite3.Connection
     opened: float
+    #: a block in it is acknowledged to a caller: its commit waits for the disk
+    awaited: bool = True
     blocks: int = 0
     done: bool = False
     error: BaseException | None = None
@@ -52,10 +61,13 @@ class _Batch:
 class CommitCounts:
     """What a store's writers did: a group commit makes `commits` < `writes`."""
 
-    #: write transactions committed (one fsync each with synchronous=FULL)
+    #: write transactions committed
     commits: int = 0
     #: write blocks acknowledged (each returned after its transaction committed)
     writes: int = 0
+    #: commits that waited for the disk (an fsync each with synchronous=FULL); the
+    #: others held only work behind the callers, made durable by the next of these
+    syncs: int = 0
 
 
 class GroupCommit:
@@ -66,10 +78,17 @@ class GroupCommit:
         borrow: Callable[[], sqlite3.Connection],
         give_back: Callable[[sqlite3.Connection], None],
         translated: Callable[[], AbstractContextManager[None]],
+        synchronous: str = "FULL",
     ) -> None:
         self._borrow = borrow
         self._give_back = give_back
         self._translated = translated
+        #: the connections' own level: a commit at it waits for the disk
+        self._synchronous = synchronous
+        #: work behind the callers can commit at NORMAL: it is weaker than their level
+        self._relaxable = synchronous in ("FULL", "EXTRA")
+        #: connections (by id) left at NORMAL by the last transaction they opened
+        self._relaxed: set[int] = set()
         self._cv = threading.Condition()
         #: a writer is running a block (or committing): the others wait their turn
         self._busy = False
@@ -80,7 +99,7 @@ class GroupCommit:
     @property
     def counts(self) -> CommitCounts:
         with self._cv:
-            return CommitCounts(self._counts.commits, self._counts.writes)
+            return CommitCounts(self._counts.commits, self._counts.writes, self._counts.syncs)
 
     @property
     def queued(self) -> int:
@@ -91,7 +110,7 @@ class GroupCommit:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Cursor]:
         """A cursor in the shared write transaction; returns once that is committed."""
-        batch, first = self._join()
+        batch, first = self._join(awaited())
         try:
             yield batch.conn.cursor()
             if not first:
@@ -140,12 +159,16 @@ class GroupCommit:
             self._busy = False
             self._cv.notify_all()
 
-    def _join(self) -> tuple[_Batch, bool]:
+    def _join(self, awaited: bool) -> tuple[_Batch, bool]:
         asked = time.perf_counter()
-        batch, first = self._take_turn()
+        batch, _ = self._take_turn()
         try:
+            if batch is not None and awaited and not batch.awaited:
+                self._settle(batch)
+                batch = None
+            first = batch is None
             if batch is None:
-                batch = self._open()
+                batch = self._open(awaited)
             else:
                 with self._translated():
                     batch.conn.execute("SAVEPOINT pm_block")
@@ -158,15 +181,16 @@ class GroupCommit:
         instruments().store_wait.record(time.perf_counter() - asked, _WAIT_LABELS)
         return batch, first
 
-    def _open(self) -> _Batch:
+    def _open(self, awaited: bool) -> _Batch:
         conn = self._borrow()
         try:
             with self._translated():
+                self._level(conn, awaited)
                 conn.execute("BEGIN IMMEDIATE")
         except BaseException:
             self._give_back(conn)
             raise
-        batch = _Batch(conn, time.monotonic())
+        batch = _Batch(conn, time.monotonic(), awaited or not self._relaxable)
         with self._cv:
             self._batch = batch
         return batch
@@ -205,7 +229,28 @@ class GroupCommit:
                 return
         self._commit(batch)
 
+    def _level(self, conn: sqlite3.Connection, awaited: bool) -> None:
+        """Set the connection's synchronous level for the transaction it is opening (SQLite
+        refuses to change it inside one). A connection whose id is reused by a new one
+        is at the store's level, so a stale entry only makes a commit wait for the disk
+        when it need not."""
+        if not self._relaxable:
+            return
+        key = id(conn)
+        if awaited and key in self._relaxed:
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            self._relaxed.discard(key)
+        elif not awaited and key not in self._relaxed:
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._relaxed.add(key)
+
     # -- ending a transaction ----------------------------------------------------------
+
+    def _settle(self, batch: _Batch) -> None:
+        """Commit a transaction of work behind the callers before a caller's block, which
+        must not ride in it; its writers hear how it ended, this one opens its own."""
+        with suppress(Exception):
+            self._commit(batch, release=False)
 
     def _commit(self, batch: _Batch, *, release: bool = True) -> None:
         """Commit for every block in the batch (the caller holds the turn)."""
@@ -257,6 +302,8 @@ class GroupCommit:
             if error is None and batch.blocks:
                 self._counts.commits += 1
                 self._counts.writes += batch.blocks
+                if batch.awaited and self._relaxable:
+                    self._counts.syncs += 1
             if release:
                 self._busy = False
             self._cv.notify_all()

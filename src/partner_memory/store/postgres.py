@@ -28,6 +28,7 @@ from partner_memory.errors import (
 )
 from partner_memory.store.defaults import DEFAULT_PG_DEADLINE
 from partner_memory.store.dialect import POSTGRESQL, Capability
+from partner_memory.store.durability import awaited
 from partner_memory.store.group_commit import CommitCounts
 from partner_memory.store.pg_replay import replaying
 from partner_memory.store.schema import TEXT_TABLES
@@ -91,6 +92,7 @@ class PostgresStore(SqlStore):
         self._trim_lock = threading.Lock()
         self._counted = threading.Lock()
         self._commits = 0
+        self._syncs = 0
         self._probe(connect_timeout)
         self._pool = psycopg_pool.ConnectionPool(
             url,
@@ -200,13 +202,16 @@ class PostgresStore(SqlStore):
         if write:
             with self._counted:
                 self._commits += 1
+                if awaited():
+                    self._syncs += 1
 
     @property
     def commit_counts(self) -> CommitCounts:
         """Write transactions committed so far: one per write (the server groups the
-        WAL flushes of concurrent commits itself, see `commit_delay`)."""
+        WAL flushes of concurrent commits itself, see `commit_delay`); those of work
+        behind the callers do not wait for their flush."""
         with self._counted:
-            return CommitCounts(self._commits, self._commits)
+            return CommitCounts(self._commits, self._commits, self._syncs)
 
     def _run(self, cur: Cursor, query: str, params: Sequence[Any] = ()) -> Cursor:
         self._watchdog.progress()  # the server answered what came before: a long

@@ -74,7 +74,9 @@ class SQLiteStore(SqlStore):
         # Writers of this process queue here instead of in SQLite's busy handler
         # (whose sleep-and-retry starves a writer that competes with a busy one),
         # and those that queued together commit together.
-        self._group = GroupCommit(self._borrow, self._give_back, self._translated)
+        self._group = GroupCommit(
+            self._borrow, self._give_back, self._translated, self._synchronous
+        )
         self._closed = False
         self._refuse_foreign()
         try:

@@ -123,6 +123,9 @@ def probe(database: str, spec: str) -> None:
 
 
 def in_new_process(database: str, spec: str) -> dict[str, float]:
+    # the build's gigabytes of dirty pages are written back first: timed, the probe
+    # would otherwise share the disk with that writeback for tens of seconds
+    os.sync()
     done = subprocess.run(
         [sys.executable, str(HERE / "bench_recall.py"), "--probe", database, spec],
         capture_output=True,

@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
-from partner_memory.store.durability import awaited
-
 if TYPE_CHECKING:
     import psycopg_pool
 
@@ -55,11 +53,8 @@ class _Attempt:
 
     def end(self, exc: BaseException | None) -> None:
         """Commit (no exception) or roll back, and give the connection back to the pool.
-        COMMIT goes with the pipeline's last sync: one round trip. A transaction of
-        work behind the callers does not wait for its WAL flush (`store.durability`)."""
+        COMMIT goes with the pipeline's last sync: one round trip."""
         if exc is None:
-            if not awaited():  # work behind the callers: the next awaited commit flushes it
-                self.cursor.execute(b"SET LOCAL synchronous_commit TO off")
             self.cursor.execute(b"COMMIT")
             self._stack.close()
         else:

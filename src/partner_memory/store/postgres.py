@@ -194,15 +194,18 @@ class PostgresStore(SqlStore):
     def _transaction(self, *, write: bool) -> Iterator[Cursor]:
         if write and self.read_only:
             raise ConfigurationError(f"database {self.url} is opened read-only")
+        synced = awaited()
         with (
             self._translated(),
             replaying(self._pool, self._watchdog.watching, self._watchdog.dropped) as cur,
         ):
             yield cur
+            if write and not synced:  # work behind the callers: the next awaited commit
+                cur.execute("SET LOCAL synchronous_commit TO off")  # flushes it; pipelined
         if write:
             with self._counted:
                 self._commits += 1
-                if awaited():
+                if synced:
                     self._syncs += 1
 
     @property

@@ -127,7 +127,8 @@ class MemoryRuntime:
         self._closed = False
         #: How messages become recall rows: terms, and vectors from the embedder that
         #: `embeddings` chooses (the static model when not given).
-        self.analysis = RecallAnalysis((embeddings or EmbeddingSettings()).embedder())
+        embeddings = embeddings or EmbeddingSettings()
+        self.analysis = RecallAnalysis(embeddings.embedder(), worker=embeddings.analysis_worker)
         where = recall_index or RecallIndexSettings()
         replicas = IndexReplicas(where.home(store.url), required=where.directory is not None)
         self.recall = RecallEngine(store, self.analysis, replicas=replicas)

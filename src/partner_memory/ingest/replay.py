@@ -130,6 +130,33 @@ def ingest(
     pending = [m for m in transcript.messages if m.id not in done]
     if progress and len(pending) < len(transcript.messages):
         progress(len(transcript.messages) - len(pending))
+    # the recall analysis of what is replayed runs on another core while the replay goes on
+    with memory.service.analysis.bulk():
+        _replay(memory, pending, clock, flush=flush, progress=progress)
+        memory.wait()  # the index catches up
+    info = memory.core.store.get_namespace(memory.namespace)
+    units, slices = (info.unit_count, info.slice_count) if info else (0, 0)
+    return IngestReport(
+        transcript=transcript.name,
+        format=transcript.format,
+        messages=len(transcript.messages),
+        skipped=len(transcript.messages) - len(pending),
+        recorded=len(pending),
+        units=units,
+        slices=slices,
+        seconds=time.perf_counter() - started,
+        totals=memory.stats(),
+    )
+
+
+def _replay(
+    memory: PartnerMemory,
+    pending: list[Message],
+    clock: ReplayClock,
+    *,
+    flush: bool,
+    progress: Callable[[int], None] | None,
+) -> None:
     settings = memory.settings
     idle_after, limit = settings.idle_after_ms, settings.max_messages
     batch: list[Message] = []
@@ -161,18 +188,3 @@ def ingest(
             record()
         if flush:
             group.roll(idle=True)
-    recorded = len(pending)
-    memory.wait()
-    info = memory.core.store.get_namespace(memory.namespace)
-    units, slices = (info.unit_count, info.slice_count) if info else (0, 0)
-    return IngestReport(
-        transcript=transcript.name,
-        format=transcript.format,
-        messages=len(transcript.messages),
-        skipped=len(transcript.messages) - recorded,
-        recorded=recorded,
-        units=units,
-        slices=slices,
-        seconds=time.perf_counter() - started,
-        totals=memory.stats(),
-    )

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING
@@ -28,13 +30,17 @@ from partner_memory.recall.embed import (
     NO_EMBEDDER,
     Embedder,
     EmbeddingSettings,
+    StaticEmbedder,
     embed_bounded,
     pack,
 )
 from partner_memory.recall.said_dates import pointed_dates
+from partner_memory.store.staged import RecallRow
 
 if TYPE_CHECKING:
     import Stemmer
+
+    from partner_memory.recall.analysis_worker import WorkerSpec
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +143,40 @@ class RecallAnalysis:
     """Messages to recall rows: terms as above, and vectors from the embedder (if any),
     made in one batch. The indexer, reindex, imports and copies all use one."""
 
-    def __init__(self, embedder: Embedder | None) -> None:
+    def __init__(self, embedder: Embedder | None, *, worker: bool = True) -> None:
         self.embedder = embedder
+        #: whether `bulk` may hand rows to a worker process (`analysis_worker`)
+        self.worker = worker
+        self._bulk = 0
+        self._bulk_lock = threading.Lock()
+
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """While open, rows may be made by this process's analysis worker on another
+        core (`analysis_worker`): for bulk work, such as an ingest, that would
+        otherwise take turns with its own replay for the GIL. An embeddings endpoint
+        is waited for without the GIL already, so it is never handed over."""
+        spec = self._worker_spec()
+        if spec is not None:
+            from partner_memory.recall.analysis_worker import shared_worker
+
+            shared_worker(spec)  # starting now, it has loaded by the time rows come
+        with self._bulk_lock:
+            self._bulk += 1
+        try:
+            yield
+        finally:
+            with self._bulk_lock:
+                self._bulk -= 1
+
+    def _worker_spec(self) -> WorkerSpec | None:
+        if not self.worker:
+            return None
+        if self.embedder is None:
+            return ("none",)
+        if type(self.embedder) is StaticEmbedder:
+            return ("static", self.embedder.dimensions)
+        return None
 
     @property
     def embedder_name(self) -> str:
@@ -149,22 +187,50 @@ class RecallAnalysis:
         if self.embedder is not None:
             self.embedder.warm()
 
-    def rows(self, messages: Sequence[Message]) -> list[tuple[str | None, str, bytes | None]]:
+    def rows(self, messages: Sequence[Message]) -> list[RecallRow]:
         """One row per message. Raises `LLMError` only when the embeddings endpoint is
         unreachable (worth retrying); what it refuses, or the model fails on, gets no vector."""
         for message in messages:
             if len(message.content) > INDEXED_CHARS:
-                log.warning(
-                    "message %s is %d characters: recall reads its first %d for words"
-                    " and %d for meaning",
-                    message.id,
-                    len(message.content),
-                    INDEXED_CHARS,
-                    EMBED_MESSAGE_CHARS,
-                )
+                _long(message)
         analysed = [analyze(m) for m in messages]
         vectors = self._vectors(messages)
         return [(s, t, v) for (s, t), v in zip(analysed, vectors, strict=True)]
+
+    def rows_later(self, messages: Sequence[Message]) -> Callable[[], list[RecallRow]] | None:
+        """Within `bulk`, `rows(messages)` started in the worker: how to get them (made
+        here if the worker fails). None when there is no worker to start them in."""
+        spec = self._worker_spec()
+        if not self._bulk or spec is None or not messages:
+            return None
+        from partner_memory.recall.analysis_worker import WorkerFailed, shared_worker
+
+        future = shared_worker(spec).submit(messages)
+        if future is None:
+            return None
+
+        def result() -> list[RecallRow]:
+            try:
+                made = future.result()
+            except WorkerFailed:
+                return self.rows(messages)
+            self._said(messages, made)
+            return made
+
+        return result
+
+    def _said(self, messages: Sequence[Message], made: list[RecallRow]) -> None:
+        """What `rows` would have logged (the worker logs nothing)."""
+        for message in messages:
+            if len(message.content) > INDEXED_CHARS:
+                _long(message)
+        if self.embedder is None:
+            return
+        for message, (_, _, vector) in zip(messages, made, strict=True):
+            if vector is None:
+                log.warning(
+                    "message %s is indexed by words only: the embedder failed on it", message.id
+                )
 
     def _vectors(self, messages: Sequence[Message]) -> list[bytes | None]:
         if self.embedder is None or not messages:
@@ -186,6 +252,16 @@ class RecallAnalysis:
             )
             return [None]
         return [v for m in messages for v in self._vectors([m])]
+
+
+def _long(message: Message) -> None:
+    log.warning(
+        "message %s is %d characters: recall reads its first %d for words and %d for meaning",
+        message.id,
+        len(message.content),
+        INDEXED_CHARS,
+        EMBED_MESSAGE_CHARS,
+    )
 
 
 def default_analysis() -> RecallAnalysis:

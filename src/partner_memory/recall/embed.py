@@ -168,7 +168,8 @@ class EmbeddingSettings:
 
     `PARTNER_MEMORY_EMBEDDINGS`: `static` (the default), `off`, or `endpoint` (also
     chosen by setting `PARTNER_MEMORY_EMBEDDINGS_BASE_URL`, with `..._MODEL` and
-    optionally `..._API_KEY`)."""
+    optionally `..._API_KEY`). `PARTNER_MEMORY_ANALYSIS_WORKER=off` keeps a bulk
+    ingest's analysis in its own process (`analysis_worker`)."""
 
     kind: str = "static"
     base_url: str = ""
@@ -176,6 +177,7 @@ class EmbeddingSettings:
     api_key: str = field(default="not-needed", repr=False)
     timeout_s: float = 30.0
     max_retries: int = 2
+    analysis_worker: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> EmbeddingSettings:
@@ -187,8 +189,14 @@ class EmbeddingSettings:
             raise ConfigurationError(
                 f"PARTNER_MEMORY_EMBEDDINGS must be static, off or endpoint, got {kind!r}"
             )
+        switch = env.get("PARTNER_MEMORY_ANALYSIS_WORKER", "on").strip().lower() or "on"
+        if switch not in _SWITCH:
+            raise ConfigurationError(
+                f"PARTNER_MEMORY_ANALYSIS_WORKER must be on or off, got {switch!r}"
+            )
+        worker = _SWITCH[switch]
         if kind != "endpoint":
-            return cls(kind)
+            return cls(kind, analysis_worker=worker)
         model = env.get("PARTNER_MEMORY_EMBEDDINGS_MODEL", "").strip()
         if not base_url or not model:
             raise ConfigurationError(
@@ -196,7 +204,7 @@ class EmbeddingSettings:
                 " and PARTNER_MEMORY_EMBEDDINGS_MODEL"
             )
         api_key = env.get("PARTNER_MEMORY_EMBEDDINGS_API_KEY", "").strip() or "not-needed"
-        return cls(kind, base_url, model, api_key)
+        return cls(kind, base_url, model, api_key, analysis_worker=worker)
 
     def embedder(self) -> Embedder | None:
         if self.kind == "off":
@@ -205,6 +213,8 @@ class EmbeddingSettings:
             return EndpointEmbedder(self)
         return _static()
 
+
+_SWITCH = {"on": True, "1": True, "true": True, "off": False, "0": False, "false": False}
 
 _STATIC: list[StaticEmbedder] = []
 _STATIC_LOCK = threading.Lock()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from partner_memory.model import LogEntry
 from partner_memory.recall.analyze import RecallAnalysis
-from partner_memory.rolling.consumers import PreparedWork
+from partner_memory.rolling.consumers import FOLLOW_LOOKAHEAD, PreparedWork
 from partner_memory.store.staged import IndexedMessages, Staged
 
 #: The consumer's name in the `consumers` table; the index's position is kept under it.
@@ -25,10 +25,15 @@ class RecallIndexer:
     """`PreparingConsumer` staging each rolling's recall rows."""
 
     name = RECALL_CONSUMER
+    #: the next batch is analysed (by `RecallAnalysis.bulk`'s worker) while one is written
+    lookahead = FOLLOW_LOOKAHEAD
 
     def __init__(self, analysis: RecallAnalysis) -> None:
         self.analysis = analysis
-        self._prepared = PreparedWork(lambda entry: analysis.rows(entry.messages))
+        self._prepared = PreparedWork(
+            lambda entry: analysis.rows(entry.messages),
+            lambda entry: analysis.rows_later(entry.messages),
+        )
 
     def prepare(self, entries: Sequence[LogEntry]) -> None:
         self._prepared.prepare(entries)

@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 500
 #: Rollings a durable consumer applies per transaction when catching up.
 FOLLOW_BATCH = 50
+#: Rollings a preparing consumer that says `lookahead = FOLLOW_LOOKAHEAD` sees ahead: the
+#: next batch is prepared elsewhere (another process: `RecallAnalysis.bulk`) while this
+#: one is written. Consumers that prepare here and now (an LLM's) see one batch.
+FOLLOW_LOOKAHEAD = 2 * FOLLOW_BATCH
 
 
 @runtime_checkable
@@ -64,27 +68,50 @@ T = TypeVar("T")
 
 class PreparedWork(Generic[T]):
     """What `prepare` made for each rolling, handed to `apply` only if the rolling it gets
-    is the one prepared for (same slice, same messages); otherwise made again there."""
+    is the one prepared for (same slice, same messages); otherwise made again there.
 
-    def __init__(self, make: Callable[[LogEntry], T]) -> None:
+    `later`, if given, may start the work elsewhere and return how to get its result
+    (or None: it is made here and now). What was prepared and is seen again by the next
+    `prepare` (a lookahead) is kept, not started twice."""
+
+    def __init__(
+        self,
+        make: Callable[[LogEntry], T],
+        later: Callable[[LogEntry], Callable[[], T] | None] | None = None,
+    ) -> None:
         self._make = make
-        self._made: dict[tuple[str, int], tuple[LogEntry, T]] = {}
+        self._later = later
+        self._made: dict[tuple[str, int], tuple[LogEntry, Callable[[], T]]] = {}
         self._lock = threading.Lock()
 
     def prepare(self, entries: Sequence[LogEntry]) -> None:
-        made = {(e.namespace, e.seq): (e, self._make(e)) for e in entries}
-        with self._lock:  # what was prepared and never applied is dropped
+        with self._lock:
+            before = self._made
+        made: dict[tuple[str, int], tuple[LogEntry, Callable[[], T]]] = {}
+        for entry in entries:
+            key = (entry.namespace, entry.seq)
+            found = before.get(key)
+            made[key] = found if found and _same(found[0], entry) else (entry, self._start(entry))
+        with self._lock:  # what was prepared and is not seen again is dropped
             self._made = made
+
+    def _start(self, entry: LogEntry) -> Callable[[], T]:
+        result = self._later(entry) if self._later is not None else None
+        if result is not None:
+            return result
+        value = self._make(entry)
+        return lambda: value
 
     def take(self, entry: LogEntry) -> T:
         with self._lock:
             found = self._made.pop((entry.namespace, entry.seq), None)
-        if found is not None and (found[0].slice, found[0].messages) == (
-            entry.slice,
-            entry.messages,
-        ):
-            return found[1]
+        if found is not None and _same(found[0], entry):
+            return found[1]()
         return self._make(entry)
+
+
+def _same(prepared: LogEntry, entry: LogEntry) -> bool:
+    return (prepared.slice, prepared.messages) == (entry.slice, entry.messages)
 
 
 def describe(exc: BaseException) -> str:
@@ -191,7 +218,12 @@ class ConsumerDispatcher:
                 applied = 0
                 try:
                     entry = self._store.follow_log(
-                        consumer.name, namespace, apply, batch=FOLLOW_BATCH, prepare=prepare
+                        consumer.name,
+                        namespace,
+                        apply,
+                        batch=FOLLOW_BATCH,
+                        prepare=prepare,
+                        lookahead=getattr(consumer, "lookahead", FOLLOW_BATCH),
                     )
                 except Exception as exc:
                     failed = type(exc).__qualname__

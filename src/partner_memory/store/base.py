@@ -359,6 +359,7 @@ class LogStore(Protocol):
         *,
         batch: int = 1,
         prepare: Callable[[Sequence[LogEntry]], None] | None = None,
+        lookahead: int | None = None,
     ) -> LogEntry | None:
         """Apply the consumer's next rollings (up to `batch`, in order): write what `apply`
         returns for each (`store.staged`) and advance the consumer's position, in one
@@ -369,7 +370,10 @@ class LogStore(Protocol):
         `prepare`, if given, first sees the rollings `apply` will probably get, outside
         any transaction (slow work - an LLM, an embeddings endpoint - holds no lock);
         `apply` must still be right if it then gets others (another process moved on,
-        or a forget changed them meanwhile).
+        or a forget changed them meanwhile). It sees up to `lookahead` rollings
+        (`batch` when not given): more than are applied now lets work that runs
+        elsewhere - another process - go on with the next batch while this one is
+        written.
         """
         ...
 

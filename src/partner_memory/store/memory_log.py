@@ -125,12 +125,15 @@ class LogMixin(MemoryBase):
         *,
         batch: int = 1,
         prepare: Callable[[Sequence[LogEntry]], None] | None = None,
+        lookahead: int | None = None,
     ) -> LogEntry | None:
         if prepare is not None:
             with self._reading() as shared:
                 state = self._state(shared, namespace)
                 row = state.consumers.get(consumer)
-                ahead = _log(state, 0 if row is None else row.position, max(1, batch))
+                ahead = _log(
+                    state, 0 if row is None else row.position, max(1, batch, lookahead or 0)
+                )
             if not ahead:
                 return None
             prepare(ahead)

@@ -254,6 +254,7 @@ class LogSql(SqlBase):
         *,
         batch: int = 1,
         prepare: Callable[[Sequence[LogEntry]], None] | None = None,
+        lookahead: int | None = None,
     ) -> LogEntry | None:
         if prepare is not None:
             with self._transaction(write=False) as cur:
@@ -264,7 +265,11 @@ class LogSql(SqlBase):
                     (consumer, namespace_id),
                 ).fetchone()
                 ahead = self._read_log(
-                    cur, namespace, namespace_id, int(row[0]) if row else 0, max(1, batch)
+                    cur,
+                    namespace,
+                    namespace_id,
+                    int(row[0]) if row else 0,
+                    max(1, batch, lookahead or 0),
                 )
             if not ahead:
                 return None

@@ -71,13 +71,18 @@ class Unrecord:
     key: str
 
 
+#: A message's recall row: who said it, its terms space-separated, its packed vector
+#: (None: indexed by words only).
+RecallRow = tuple[str | None, str, bytes | None]
+
+
 @dataclass(frozen=True, slots=True)
 class IndexedMessages:
     """The recall rows of the rolling's messages: each one's speaker, space-separated
     terms and vector (None: words only), made by the embedder `embedder`. A namespace
     holding another embedder's vectors keeps these by words only until a reindex."""
 
-    rows: Sequence[tuple[str | None, str, bytes | None]]
+    rows: Sequence[RecallRow]
     embedder: str
 
 

@@ -230,6 +230,28 @@ class LogContract:
         assert store.follow_log("c", "ns", _record_seq, prepare=prepare) is None
         assert prepared == [1, 2]
 
+    def test_prepare_looks_ahead_of_what_is_applied(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        for tag in "abcde":
+            _rolled(store, "ns", 1, tag)
+        prepared: list[list[int]] = []
+
+        def prepare(entries: Sequence[LogEntry]) -> None:
+            prepared.append([e.seq for e in entries])
+
+        last = store.follow_log("c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=4)
+        assert last is not None
+        assert last.seq == 2
+        assert [r.key for r in store.read_records("c", "ns")] == ["seq-0001", "seq-0002"]
+        last = store.follow_log("c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=4)
+        assert last is not None
+        assert last.seq == 4
+        # a lookahead shorter than the batch still shows the batch
+        last = store.follow_log("c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=1)
+        assert last is not None
+        assert last.seq == 5
+        assert prepared == [[1, 2, 3, 4], [3, 4, 5], [5]]
+
     def test_records_replace_delete_and_page_by_key(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "s")
         for tag in "abc":

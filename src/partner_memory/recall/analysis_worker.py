@@ -1,0 +1,196 @@
+"""Recall analysis on a second core, for bulk work such as `ingest`.
+
+Analysing a message (its terms, its static vector) is pure Python and holds
+the GIL, so in one process the indexer takes turns with the replay writing
+the units: profiled on a 60,000-message ingest, analysis was a third of the
+work and the index trailed the replay. A bulk caller (`RecallAnalysis.bulk`)
+lends the analysis a worker process instead, which makes the same rows from
+the same code and model while the replay goes on here.
+
+The worker is one child process per parent and embedder, started on first
+use with `python -m partner_memory.recall.analysis_child` (not
+`multiprocessing`, whose spawn imports the caller's main script again), and
+kept until the parent exits: it reads pickled batches from its stdin and
+exits at end of file, so it never outlives its parent. It is used once it
+has loaded its model; until then, and if it ever fails, rows are made here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import IO, Any
+
+from partner_memory.model import Message
+from partner_memory.store.staged import RecallRow
+
+log = logging.getLogger(__name__)
+
+#: What the worker needs to build its embedder: ("static", dimensions) or ("none",).
+WorkerSpec = tuple[Any, ...]
+
+
+class AnalysisWorker:
+    """The parent's side: one child process making rows for `spec`'s embedder.
+
+    Batches are answered in the order they are sent. A sender thread writes
+    them and a reader thread takes the answers as they come, so `submit`
+    never waits for the pipe and the worker never waits for the parent."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self._lock = threading.Lock()  # the futures
+        self._ready = threading.Event()
+        self._broken = False
+        self._pending: dict[int, Future[list[RecallRow]]] = {}
+        self._next = 0
+        self._answered = 0
+        self._outbox: queue.SimpleQueue[tuple[int, list[Message]] | None] = queue.SimpleQueue()
+        try:
+            self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
+                [sys.executable, "-m", "partner_memory.recall.analysis_child"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=_child_environment(),
+            )
+        except OSError as exc:
+            log.warning("recall analysis stays in this process: no worker: %s", exc)
+            self._process = None
+            self._broken = True
+            return
+        assert self._process.stdin is not None
+        assert self._process.stdout is not None
+        self._to: IO[bytes] = self._process.stdin
+        self._from: IO[bytes] = self._process.stdout
+        self._threads = [
+            threading.Thread(target=self._write, name="pm-analysis-out", daemon=True),
+            threading.Thread(target=self._read, name="pm-analysis-in", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether the worker has loaded its model, waiting up to `timeout` seconds."""
+        return self._ready.wait(timeout) and not self._broken
+
+    @property
+    def answered(self) -> int:
+        """Batches the worker has made rows for."""
+        return self._answered
+
+    def submit(self, messages: Sequence[Message]) -> Future[list[RecallRow]] | None:
+        """The rows of `messages`, to come; None when the worker is not ready or failed."""
+        if self._broken or not self._ready.is_set():
+            return None
+        future: Future[list[RecallRow]] = Future()
+        with self._lock:
+            if self._broken:
+                return None
+            ticket, self._next = self._next, self._next + 1
+            self._pending[ticket] = future
+            self._outbox.put((ticket, list(messages)))
+        return future
+
+    def close(self) -> None:
+        """End the worker (it exits at the end of its input) and reap it."""
+        with self._lock:
+            process, self._process = self._process, None
+            self._broken = True  # its end of input is no failure to warn of
+        if process is None:
+            return
+        self._outbox.put(None)
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        for thread in self._threads:
+            thread.join()
+        self._from.close()
+
+    def _write(self) -> None:
+        try:
+            self._send(self.spec)  # answered once the model is loaded
+            while (batch := self._outbox.get()) is not None:
+                self._send(batch)
+        except (OSError, ValueError) as exc:  # ValueError: the pipe is closed
+            with self._lock:
+                self._failed(exc)
+        finally:
+            with contextlib.suppress(OSError):
+                self._to.close()
+
+    def _send(self, value: object) -> None:
+        pickle.dump(value, self._to, protocol=pickle.HIGHEST_PROTOCOL)
+        self._to.flush()
+
+    def _read(self) -> None:
+        try:
+            status, value = pickle.load(self._from)
+            if status != "ok":
+                raise WorkerFailed(value)
+            self._ready.set()
+            while True:
+                ticket, status, value = pickle.load(self._from)
+                with self._lock:
+                    future = self._pending.pop(ticket)
+                if status == "ok":
+                    self._answered += 1
+                    future.set_result(value)
+                else:
+                    future.set_exception(WorkerFailed(value))
+        except (OSError, EOFError, ValueError, pickle.UnpicklingError, WorkerFailed) as exc:
+            with self._lock:
+                self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        """No more batches for the worker; those waiting are made here (lock held)."""
+        if not self._broken:
+            log.warning("recall analysis goes on in this process: its worker failed: %s", exc)
+        self._broken = True
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            future.set_exception(WorkerFailed(f"the worker ended: {exc}"))
+
+
+class WorkerFailed(Exception):
+    """The worker could not make the rows (it said why, or it is gone)."""
+
+
+def _child_environment() -> dict[str, str]:
+    """This environment, with this package importable wherever it was found here."""
+    home = str(Path(__file__).resolve().parents[2])  # the directory holding the package
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH")) if p)
+    return env
+
+
+_workers: dict[WorkerSpec, AnalysisWorker] = {}
+_workers_lock = threading.Lock()
+
+
+def shared_worker(spec: WorkerSpec) -> AnalysisWorker:
+    """This process's worker for `spec`, started on first use."""
+    with _workers_lock:
+        worker = _workers.get(spec)
+        if worker is None:
+            worker = _workers[spec] = AnalysisWorker(spec)
+        return worker
+
+
+def close_workers() -> None:
+    """End every worker this process started (tests; the exit does it anyway)."""
+    with _workers_lock:
+        workers = list(_workers.values())
+        _workers.clear()
+    for worker in workers:
+        worker.close()

@@ -1,0 +1,223 @@
+"""The recall analysis worker: a second process making exactly the rows this one would.
+
+Real child processes throughout: the worker is started, killed and orphaned
+as it would be in use, and an ingest through it is compared, row by row,
+with an ingest that keeps the analysis in its own process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from partner_memory.ingest import ReplayClock, ingest, read_transcript
+from partner_memory.memory import PartnerMemory
+from partner_memory.model import LogEntry, Message
+from partner_memory.recall.analysis_worker import AnalysisWorker, close_workers, shared_worker
+from partner_memory.recall.analyze import RecallAnalysis
+from partner_memory.recall.embed import EmbeddingSettings, StaticEmbedder
+from partner_memory.rolling.consumers import PreparedWork
+from partner_memory.store import open_store
+from tests.helpers import LOCOMO_DIR
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Generous: the worker loads the model, on a machine that may be busy.
+READY_S = 120.0
+STATIC = ("static", 128)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_workers() -> Iterator[None]:
+    close_workers()
+    yield
+    close_workers()
+
+
+def _messages() -> list[Message]:
+    said = [
+        "Caroline: I went to the LGBTQ support group yesterday, it was powerful.",
+        "我们下周去京都看红叶，记得提前订酒店。",
+        "",
+        "ok",
+        "Numbers 42 and 2023, and a date: 7 May 2023. " * 40,
+    ]
+    return [
+        Message(
+            role="user" if i % 2 == 0 else "assistant",
+            content=text,
+            timestamp=1_683_000_000_000 + i * 60_000,
+            metadata={"speaker": "Caroline"} if i == 0 else {},
+        )
+        for i, text in enumerate(said)
+    ]
+
+
+def _ready(worker: AnalysisWorker) -> AnalysisWorker:
+    assert worker.wait_ready(READY_S), "the analysis worker did not load its model"
+    return worker
+
+
+@pytest.mark.parametrize("spec", [STATIC, ("none",)])
+def test_the_worker_makes_the_rows_made_here(spec: tuple[object, ...]) -> None:
+    here = RecallAnalysis(StaticEmbedder() if spec == STATIC else None)
+    worker = _ready(shared_worker(spec))
+    messages = _messages()
+    future = worker.submit(messages)
+    assert future is not None
+    assert future.result(timeout=READY_S) == here.rows(messages)
+    assert worker.answered == 1
+
+
+def test_rows_later_only_within_bulk_and_only_when_allowed() -> None:
+    messages = _messages()
+    analysis = RecallAnalysis(StaticEmbedder())
+    assert analysis.rows_later(messages) is None  # not bulk work
+    with analysis.bulk():
+        _ready(shared_worker(STATIC))
+        later = analysis.rows_later(messages)
+        assert later is not None
+        assert later() == analysis.rows(messages)
+    assert analysis.rows_later(messages) is None
+    kept = RecallAnalysis(StaticEmbedder(), worker=False)
+    with kept.bulk():
+        assert kept.rows_later(messages) is None
+
+
+def test_a_killed_worker_leaves_the_rows_to_this_process(caplog: pytest.LogCaptureFixture) -> None:
+    messages = _messages()
+    analysis = RecallAnalysis(StaticEmbedder())
+    with analysis.bulk():
+        worker = _ready(shared_worker(STATIC))
+        process = worker._process
+        assert process is not None
+        process.kill()
+        process.wait()
+        # asked before or after the worker is seen gone: the rows come either way
+        later = analysis.rows_later(messages)
+        made = later() if later is not None else analysis.rows(messages)
+        assert made == RecallAnalysis(StaticEmbedder(), worker=False).rows(messages)
+        deadline = time.monotonic() + READY_S
+        while analysis.rows_later(messages) is not None:  # the reader sees the pipe end
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert "its worker failed" in caplog.text
+
+
+_ORPHAN = """
+import sys, time
+from partner_memory.recall.analysis_worker import shared_worker
+worker = shared_worker(("none",))
+assert worker.wait_ready(120)
+print(worker._process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")  # exited, waiting for whoever adopted it to reap it
+
+
+def test_the_worker_ends_with_its_parent() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", _ORPHAN], cwd=ROOT, stdout=subprocess.PIPE)
+    assert parent.stdout is not None
+    worker_pid = int(parent.stdout.readline())
+    assert not _gone(worker_pid)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    parent.stdout.close()
+    deadline = time.monotonic() + READY_S
+    while not _gone(worker_pid):
+        assert time.monotonic() < deadline, "the worker outlived its killed parent"
+        time.sleep(0.05)
+
+
+def _index_rows(database: str) -> list[tuple[object, ...]]:
+    store = open_store(database)
+    try:
+        with store._transaction(write=False) as cur:  # type: ignore[attr-defined]
+            cur.execute(
+                "SELECT position, speaker, timestamp, terms, vector FROM recall_docs"
+                " ORDER BY position"
+            )
+            return [tuple(row) for row in cur.fetchall()]
+    finally:
+        store.close()
+
+
+def _ingested(database: str, *, worker: bool) -> None:
+    transcript = read_transcript(LOCOMO_DIR / "conv-26.json")
+    clock = ReplayClock()
+    settings = EmbeddingSettings(analysis_worker=worker)
+    with PartnerMemory(
+        open_store(database),
+        "replay",
+        clock=clock,
+        idle_timer=False,
+        owns_store=True,
+        embeddings=settings,
+    ) as memory:
+        ingest(memory, transcript, clock)
+
+
+def test_an_ingest_through_the_worker_indexes_what_one_without_it_does(tmp_path: Path) -> None:
+    _ready(shared_worker(STATIC))
+    through, without = str(tmp_path / "through.db"), str(tmp_path / "without.db")
+    _ingested(through, worker=True)
+    assert shared_worker(STATIC).answered > 0  # the worker made (some of) the rows
+    _ingested(without, worker=False)
+    rows = _index_rows(through)
+    assert len(rows) > 300
+    assert rows == _index_rows(without)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """What `PreparedWork` reads of a log entry."""
+
+    namespace: str
+    seq: int
+    slice: str
+    messages: tuple[Message, ...] = ()
+
+
+def _entry(seq: int, summary: str = "s") -> LogEntry:
+    return _Entry("ns", seq, summary)  # type: ignore[return-value]
+
+
+def test_prepared_work_seen_again_is_kept_not_made_twice() -> None:
+    made: list[int] = []
+    started: list[int] = []
+
+    def make(entry: LogEntry) -> int:
+        made.append(entry.seq)
+        return entry.seq * 10
+
+    def later(entry: LogEntry) -> Callable[[], int] | None:
+        if entry.seq % 2:
+            return None  # made here and now
+        started.append(entry.seq)
+        return lambda: entry.seq * 10
+
+    work: PreparedWork[int] = PreparedWork(make, later)
+    first: Sequence[LogEntry] = [_entry(1), _entry(2), _entry(3), _entry(4)]
+    work.prepare(first)
+    assert work.take(first[0]) == 10
+    assert work.take(first[1]) == 20
+    work.prepare([first[2], first[3], _entry(5), _entry(6)])  # a lookahead: 3 and 4 again
+    assert (made, started) == ([1, 3, 5], [2, 4, 6])
+    assert [work.take(e) for e in (first[2], first[3])] == [30, 40]
+    changed = _entry(5, "another summary")  # a forget changed it since: made again
+    assert work.take(changed) == 50
+    assert made == [1, 3, 5, 5]

@@ -169,6 +169,11 @@ class RecallAnalysis:
             with self._bulk_lock:
                 self._bulk -= 1
 
+    @property
+    def hands_over(self) -> bool:
+        """Whether rows may be made by a worker now (`bulk`, and an embedder it can load)."""
+        return bool(self._bulk) and self._worker_spec() is not None
+
     def _worker_spec(self) -> WorkerSpec | None:
         if not self.worker:
             return None

@@ -67,44 +67,53 @@ class ChunkVectors:
         import numpy as np
 
         made = np.zeros((len(texts), self._table.shape[1]), dtype=np.float32)
+        split = [_CHUNK.findall("▁" + text.replace(" ", "▁")) if text else [] for text in texts]
         with self._lock:
             if len(self._index) >= MOST_CHUNKS or self._chars >= MOST_CHARS:
                 self._index.clear()
                 self._chars = 0
-            index, learn = self._index, self._learn
+            index = self._index
+            new = {c: None for chunks in split for c in chunks if c and c not in index}
+            if new:
+                self._learn(list(new))
             flat: list[int] = []
             lengths: list[int] = []
-            for text in texts:
+            for chunks in split:
                 before = len(flat)
-                if text:
-                    for chunk in _CHUNK.findall("▁" + text.replace(" ", "▁")):
-                        if chunk:
-                            at = index.get(chunk)
-                            flat.append(learn(chunk) if at is None else at)
+                flat += (index[c] for c in chunks if c)
                 lengths.append(len(flat) - before)
             if not flat:
                 return made
             sizes = np.asarray(lengths, dtype=np.intp)
             spoken = sizes > 0  # a text without chunks keeps a vector of zeros
             starts = (np.cumsum(sizes) - sizes)[spoken]
-            chunks = np.asarray(flat, dtype=np.intp)
-            sums = np.add.reduceat(self._sums[chunks], starts, axis=0)
-            counts = np.add.reduceat(self._counts[chunks], starts)
+            rows = np.asarray(flat, dtype=np.intp)
+            sums = np.add.reduceat(self._sums[rows], starts, axis=0)
+            counts = np.add.reduceat(self._counts[rows], starts)
         made[spoken] = sums / np.maximum(counts, 1.0)[:, None]
         return made
 
-    def _learn(self, chunk: str) -> int:
-        """Tokenise a new chunk, keep its tokens' summed vector and count (lock held)."""
+    def _learn(self, chunks: list[str]) -> None:
+        """Tokenise new chunks, keep each one's summed token vector and token count (lock
+        held). All at once: numpy's cost per call is more than a chunk's own work."""
         import numpy as np
 
-        ids = np.asarray([t.id for t in self._model.tokenize(chunk)], dtype=np.intp)
+        tokens = [[t.id for t in self._model.tokenize(chunk)] for chunk in chunks]
+        counts = np.asarray([len(ids) for ids in tokens], dtype=np.intp)
+        ids = np.asarray([i for found in tokens for i in found], dtype=np.intp)
         np.clip(ids, 0, len(self._table) - 1, out=ids)
-        at = len(self._index)
-        if at == len(self._counts):  # room for twice as many
+        first = len(self._index)
+        end = first + len(chunks)
+        while end > len(self._counts):  # room for twice as many
             self._sums = np.concatenate([self._sums, np.zeros_like(self._sums)])
             self._counts = np.concatenate([self._counts, np.zeros_like(self._counts)])
-        self._sums[at] = self._table[ids].sum(axis=0, dtype=np.float32)
-        self._counts[at] = len(ids)
-        self._index[chunk] = at
-        self._chars += len(chunk)
-        return at
+        sums = np.zeros((len(chunks), self._table.shape[1]), dtype=np.float32)
+        tokenised = counts > 0  # a chunk of no tokens sums to zeros
+        if ids.size:
+            starts = (np.cumsum(counts) - counts)[tokenised]
+            sums[tokenised] = np.add.reduceat(self._table[ids], starts, axis=0, dtype=np.float32)
+        self._sums[first:end] = sums
+        self._counts[first:end] = counts
+        for at, chunk in enumerate(chunks, start=first):
+            self._index[chunk] = at
+            self._chars += len(chunk)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from partner_memory.model import LogEntry
 from partner_memory.recall.analyze import RecallAnalysis
-from partner_memory.rolling.consumers import FOLLOW_LOOKAHEAD, PreparedWork
+from partner_memory.rolling.consumers import FOLLOW_BATCH, FOLLOW_LOOKAHEAD, PreparedWork
 from partner_memory.store.staged import IndexedMessages, Staged
 
 #: The consumer's name in the `consumers` table; the index's position is kept under it.
@@ -25,8 +25,6 @@ class RecallIndexer:
     """`PreparingConsumer` staging each rolling's recall rows."""
 
     name = RECALL_CONSUMER
-    #: the next batch is analysed (by `RecallAnalysis.bulk`'s worker) while one is written
-    lookahead = FOLLOW_LOOKAHEAD
 
     def __init__(self, analysis: RecallAnalysis) -> None:
         self.analysis = analysis
@@ -34,6 +32,12 @@ class RecallIndexer:
             lambda entry: analysis.rows(entry.messages),
             lambda entry: analysis.rows_later(entry.messages),
         )
+
+    @property
+    def lookahead(self) -> int:
+        """Rollings to prepare ahead: with a worker (`RecallAnalysis.bulk`), the next
+        batch is analysed there while this one is written; here, only what is applied."""
+        return FOLLOW_LOOKAHEAD if self.analysis.hands_over else FOLLOW_BATCH
 
     def prepare(self, entries: Sequence[LogEntry]) -> None:
         self._prepared.prepare(entries)

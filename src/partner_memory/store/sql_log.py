@@ -60,6 +60,13 @@ _LOG_QUERY = f"""
 """
 
 
+#: What a consumer read of a namespace's log: the namespace's id and recall generation
+#: then, and the rollings.
+_Seen = tuple[int, int, list[LogEntry]]
+#: Consumers and namespaces whose rollings read ahead are kept (each at most a lookahead).
+LOOKED_AHEAD_KEPT = 16
+
+
 class LogSql(SqlBase):
     """Rolling commit, log, consumer and totals verbs of `MemoryStore`."""
 
@@ -256,24 +263,32 @@ class LogSql(SqlBase):
         prepare: Callable[[Sequence[LogEntry]], None] | None = None,
         lookahead: int | None = None,
     ) -> LogEntry | None:
+        seen: _Seen | None = None
+        looked, key = self._looked_ahead(), (consumer, namespace)
         if prepare is not None:
             with self._transaction(write=False) as cur:
                 namespace_id = self._namespace_id(cur, namespace)
+                # before the log: a forget committed meanwhile is then seen in the write
+                generation = self._generation(cur, namespace_id)
                 row = self._run(
                     cur,
                     "SELECT position FROM consumers WHERE name = ? AND namespace_id = ?",
                     (consumer, namespace_id),
                 ).fetchone()
-                ahead = self._read_log(
-                    cur,
-                    namespace,
-                    namespace_id,
-                    int(row[0]) if row else 0,
-                    max(1, batch, lookahead or 0),
-                )
+                position = int(row[0]) if row else 0
+                wanted = max(1, batch, lookahead or 0)
+                # what the last round read beyond what it applied is not read again
+                known = self._still(cur, looked.pop(key, None), namespace_id, position, generation)
+                ahead = known[:wanted]
+                if len(ahead) < wanted:
+                    after = ahead[-1].seq if ahead else position
+                    ahead += self._read_log(
+                        cur, namespace, namespace_id, after, wanted - len(ahead)
+                    )
             if not ahead:
                 return None
             prepare(ahead)
+            seen = (namespace_id, generation, ahead)
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             self._run(
@@ -291,7 +306,13 @@ class LogSql(SqlBase):
                 (consumer, namespace_id),
             ).fetchone()
             position = int(row[0])
-            entries = self._read_log(cur, namespace, namespace_id, position, max(1, batch))
+            entries = self._still(cur, seen, namespace_id, position)[: max(1, batch)]
+            if seen is not None and entries and len(seen[2]) > len(entries):
+                looked[key] = (namespace_id, seen[1], seen[2])  # for the next round
+                while len(looked) > LOOKED_AHEAD_KEPT:
+                    looked.pop(next(iter(looked)))
+            if not entries:
+                entries = self._read_log(cur, namespace, namespace_id, position, max(1, batch))
             if not entries:
                 return None
             for entry in entries:
@@ -311,6 +332,35 @@ class LogSql(SqlBase):
                 (entries[-1].seq, consumer, namespace_id),
             )
         return entries[-1]
+
+    def _still(
+        self,
+        cur: Cursor,
+        seen: _Seen | None,
+        namespace_id: int,
+        position: int,
+        generation: int | None = None,
+    ) -> list[LogEntry]:
+        """The rollings read earlier that follow `position`, if reading the log again
+        would give them: the namespace is the same and no forget or reindex has moved its
+        generation on (rollings are otherwise never changed once logged, and only those
+        before every consumer's position are trimmed). Else none: read them again."""
+        if seen is None or seen[0] != namespace_id:
+            return []
+        if (generation or self._generation(cur, namespace_id)) != seen[1]:
+            return []
+        return [entry for entry in seen[2] if entry.seq > position]
+
+    def _looked_ahead(self) -> dict[tuple[str, str], _Seen]:
+        """Rollings read ahead for a consumer and namespace and not applied yet."""
+        found: dict[tuple[str, str], _Seen] = self.__dict__.setdefault("_looked", {})
+        return found
+
+    def _generation(self, cur: Cursor, namespace_id: int) -> int:
+        row = self._run(
+            cur, "SELECT recall_generation FROM namespaces WHERE id = ?", (namespace_id,)
+        ).fetchone()
+        return int(row[0])
 
     def read_records(
         self,

@@ -231,6 +231,37 @@ class ForgetContract:
         with pytest.raises(NotFoundError):
             store.forget_messages("ns", ["nope"], [], at=60)
 
+    @pytest.mark.parametrize("lookahead", [None, 4])
+    def test_a_forget_while_a_consumer_prepares_is_what_it_applies(
+        self, store: MemoryStore, lookahead: int | None
+    ) -> None:
+        """What was read to prepare is applied only if the log would read the same: a
+        forget committed meanwhile is seen, in this round and in the next."""
+        _offers(store, ForgetStore)
+        assert isinstance(store, ForgetStore)
+        store.ensure_namespace("ns", "u1")
+        said = messages(4)
+        _rolled(store, "ns", said[:1])
+        _rolled(store, "ns", said[1:2])
+        _rolled(store, "ns", said[2:3])
+        applied: list[tuple[int, str]] = []
+
+        def prepare(entries: Sequence[LogEntry]) -> None:
+            doomed = [m.id for e in entries for m in e.messages if m.id in (said[0].id, said[2].id)]
+            if doomed:
+                store.forget_messages("ns", doomed[:1], [], at=7)
+
+        def apply(entry: LogEntry) -> Sequence[Staged]:
+            applied.extend((entry.seq, m.content) for m in entry.messages)
+            return []
+
+        kwargs = {"batch": 1, "prepare": prepare, "lookahead": lookahead}
+        while store.follow_log("c", "ns", apply, **kwargs) is not None:  # type: ignore[arg-type]
+            pass
+        # the first round forgets said[0] while preparing; the second, said[2] (seen
+        # ahead in the first round when looking ahead)
+        assert applied == [(1, ""), (2, said[1].content), (3, "")]
+
     def test_a_forget_takes_the_activation_quoting_it(self, store: MemoryStore) -> None:
         _offers(store, ForgetStore)
         assert isinstance(store, ForgetStore)

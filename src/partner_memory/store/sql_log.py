@@ -9,6 +9,7 @@ transaction as their own writes.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import groupby
@@ -65,6 +66,25 @@ _LOG_QUERY = f"""
 _Seen = tuple[int, int, list[LogEntry]]
 #: Consumers and namespaces whose rollings read ahead are kept (each at most a lookahead).
 LOOKED_AHEAD_KEPT = 16
+
+
+class LookedAhead:
+    """Per consumer and namespace, the rollings a round read beyond what it applied;
+    the oldest are dropped past `LOOKED_AHEAD_KEPT` (they are only read again)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, str], _Seen] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: tuple[str, str]) -> _Seen | None:
+        with self._lock:
+            return self._kept.pop(key, None)
+
+    def keep(self, key: tuple[str, str], seen: _Seen) -> None:
+        with self._lock:
+            self._kept[key] = seen
+            while len(self._kept) > LOOKED_AHEAD_KEPT:
+                del self._kept[next(iter(self._kept))]
 
 
 class LogSql(SqlBase):
@@ -278,7 +298,7 @@ class LogSql(SqlBase):
                 position = int(row[0]) if row else 0
                 wanted = max(1, batch, lookahead or 0)
                 # what the last round read beyond what it applied is not read again
-                known = self._still(cur, looked.pop(key, None), namespace_id, position, generation)
+                known = self._still(cur, looked.take(key), namespace_id, position, generation)
                 ahead = known[:wanted]
                 if len(ahead) < wanted:
                     after = ahead[-1].seq if ahead else position
@@ -308,9 +328,7 @@ class LogSql(SqlBase):
             position = int(row[0])
             entries = self._still(cur, seen, namespace_id, position)[: max(1, batch)]
             if seen is not None and entries and len(seen[2]) > len(entries):
-                looked[key] = (namespace_id, seen[1], seen[2])  # for the next round
-                while len(looked) > LOOKED_AHEAD_KEPT:
-                    looked.pop(next(iter(looked)))
+                looked.keep(key, (namespace_id, seen[1], seen[2]))  # for the next round
             if not entries:
                 entries = self._read_log(cur, namespace, namespace_id, position, max(1, batch))
             if not entries:
@@ -351,9 +369,9 @@ class LogSql(SqlBase):
             return []
         return [entry for entry in seen[2] if entry.seq > position]
 
-    def _looked_ahead(self) -> dict[tuple[str, str], _Seen]:
+    def _looked_ahead(self) -> LookedAhead:
         """Rollings read ahead for a consumer and namespace and not applied yet."""
-        found: dict[tuple[str, str], _Seen] = self.__dict__.setdefault("_looked", {})
+        found: LookedAhead = self.__dict__.setdefault("_looked", LookedAhead())
         return found
 
     def _generation(self, cur: Cursor, namespace_id: int) -> int:

@@ -21,8 +21,13 @@ import pytest
 from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import LogEntry, Message
-from partner_memory.recall.analysis_worker import AnalysisWorker, close_workers, shared_worker
-from partner_memory.recall.analyze import RecallAnalysis
+from partner_memory.recall.analysis_worker import (
+    AnalysisWorker,
+    close_workers,
+    running_worker,
+    shared_worker,
+)
+from partner_memory.recall.analyze import WORKER_MIN_MESSAGES, RecallAnalysis
 from partner_memory.recall.embed import EmbeddingSettings, StaticEmbedder
 from partner_memory.rolling.consumers import PreparedWork
 from partner_memory.store import open_store
@@ -89,6 +94,22 @@ def test_rows_later_only_within_bulk_and_only_when_allowed() -> None:
     kept = RecallAnalysis(StaticEmbedder(), worker=False)
     with kept.bulk():
         assert kept.rows_later(messages) is None
+
+
+def test_small_bulk_work_starts_no_worker_but_uses_a_running_one() -> None:
+    messages = _messages()
+    analysis = RecallAnalysis(StaticEmbedder())
+    with analysis.bulk(WORKER_MIN_MESSAGES - 1):
+        assert running_worker(STATIC) is None  # not worth its start
+        assert analysis.rows_later(messages) is None
+    with analysis.bulk(WORKER_MIN_MESSAGES):
+        worker = running_worker(STATIC)
+        assert worker is not None
+        _ready(worker)
+    with analysis.bulk(1):
+        later = analysis.rows_later(messages)  # started already: used
+        assert later is not None
+        assert later() == analysis.rows(messages)
 
 
 def test_a_killed_worker_leaves_the_rows_to_this_process(caplog: pytest.LogCaptureFixture) -> None:

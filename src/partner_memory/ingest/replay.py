@@ -131,7 +131,7 @@ def ingest(
     if progress and len(pending) < len(transcript.messages):
         progress(len(transcript.messages) - len(pending))
     # the recall analysis of what is replayed runs on another core while the replay goes on
-    with memory.service.analysis.bulk():
+    with memory.service.analysis.bulk(len(pending)):
         _replay(memory, pending, clock, flush=flush, progress=progress)
         memory.wait()  # the index catches up
     info = memory.core.store.get_namespace(memory.namespace)

@@ -187,6 +187,12 @@ def shared_worker(spec: WorkerSpec) -> AnalysisWorker:
         return worker
 
 
+def running_worker(spec: WorkerSpec) -> AnalysisWorker | None:
+    """This process's worker for `spec` if one was started; never starts one."""
+    with _workers_lock:
+        return _workers.get(spec)
+
+
 def close_workers() -> None:
     """End every worker this process started (tests; the exit does it anyway)."""
     with _workers_lock:

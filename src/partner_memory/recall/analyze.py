@@ -40,9 +40,13 @@ from partner_memory.store.staged import RecallRow
 if TYPE_CHECKING:
     import Stemmer
 
-    from partner_memory.recall.analysis_worker import WorkerSpec
+    from partner_memory.recall.analysis_worker import AnalysisWorker, WorkerSpec
 
 log = logging.getLogger(__name__)
+
+#: Messages of bulk work that start the analysis worker (`RecallAnalysis.bulk`): about
+#: half a second of ingest, the time the worker takes to load its model.
+WORKER_MIN_MESSAGES = 5_000
 
 #: Characters of a message read for its words (~15,000 words, a long pasted document).
 INDEXED_CHARS = 100_000
@@ -151,13 +155,15 @@ class RecallAnalysis:
         self._bulk_lock = threading.Lock()
 
     @contextmanager
-    def bulk(self) -> Iterator[None]:
+    def bulk(self, messages: int | None = None) -> Iterator[None]:
         """While open, rows may be made by this process's analysis worker on another
         core (`analysis_worker`): for bulk work, such as an ingest, that would
         otherwise take turns with its own replay for the GIL. An embeddings endpoint
-        is waited for without the GIL already, so it is never handed over."""
+        is waited for without the GIL already, so it is never handed over. The worker
+        is started for at least `WORKER_MIN_MESSAGES` messages (or an unknown number):
+        loading its model takes it about a second, longer than fewer take here."""
         spec = self._worker_spec()
-        if spec is not None:
+        if spec is not None and (messages is None or messages >= WORKER_MIN_MESSAGES):
             from partner_memory.recall.analysis_worker import shared_worker
 
             shared_worker(spec)  # starting now, it has loaded by the time rows come
@@ -171,8 +177,17 @@ class RecallAnalysis:
 
     @property
     def hands_over(self) -> bool:
-        """Whether rows may be made by a worker now (`bulk`, and an embedder it can load)."""
-        return bool(self._bulk) and self._worker_spec() is not None
+        """Whether rows may be made by a worker now (`bulk`, and one started for this
+        embedder)."""
+        return self._worker() is not None
+
+    def _worker(self) -> AnalysisWorker | None:
+        spec = self._worker_spec()
+        if not self._bulk or spec is None:
+            return None
+        from partner_memory.recall.analysis_worker import running_worker
+
+        return running_worker(spec)
 
     def _worker_spec(self) -> WorkerSpec | None:
         if not self.worker:
@@ -205,12 +220,12 @@ class RecallAnalysis:
     def rows_later(self, messages: Sequence[Message]) -> Callable[[], list[RecallRow]] | None:
         """Within `bulk`, `rows(messages)` started in the worker: how to get them (made
         here if the worker fails). None when there is no worker to start them in."""
-        spec = self._worker_spec()
-        if not self._bulk or spec is None or not messages:
+        worker = self._worker()
+        if worker is None or not messages:
             return None
-        from partner_memory.recall.analysis_worker import WorkerFailed, shared_worker
+        from partner_memory.recall.analysis_worker import WorkerFailed
 
-        future = shared_worker(spec).submit(messages)
+        future = worker.submit(messages)
         if future is None:
             return None
 

@@ -210,9 +210,7 @@ class RecallAnalysis:
     def rows(self, messages: Sequence[Message]) -> list[RecallRow]:
         """One row per message. Raises `LLMError` only when the embeddings endpoint is
         unreachable (worth retrying); what it refuses, or the model fails on, gets no vector."""
-        for message in messages:
-            if len(message.content) > INDEXED_CHARS:
-                _long(message)
+        _warn_long(messages)
         analysed = [analyze(m) for m in messages]
         vectors = self._vectors(messages)
         return [(s, t, v) for (s, t), v in zip(analysed, vectors, strict=True)]
@@ -241,9 +239,7 @@ class RecallAnalysis:
 
     def _said(self, messages: Sequence[Message], made: list[RecallRow]) -> None:
         """What `rows` would have logged (the worker logs nothing)."""
-        for message in messages:
-            if len(message.content) > INDEXED_CHARS:
-                _long(message)
+        _warn_long(messages)
         if self.embedder is None:
             return
         for message, (_, _, vector) in zip(messages, made, strict=True):
@@ -274,14 +270,18 @@ class RecallAnalysis:
         return [v for m in messages for v in self._vectors([m])]
 
 
-def _long(message: Message) -> None:
-    log.warning(
-        "message %s is %d characters: recall reads its first %d for words and %d for meaning",
-        message.id,
-        len(message.content),
-        INDEXED_CHARS,
-        EMBED_MESSAGE_CHARS,
-    )
+def _warn_long(messages: Sequence[Message]) -> None:
+    """Say which messages recall reads only the start of."""
+    for message in messages:
+        if len(message.content) > INDEXED_CHARS:
+            log.warning(
+                "message %s is %d characters: recall reads its first %d for words"
+                " and %d for meaning",
+                message.id,
+                len(message.content),
+                INDEXED_CHARS,
+                EMBED_MESSAGE_CHARS,
+            )
 
 
 def default_analysis() -> RecallAnalysis:

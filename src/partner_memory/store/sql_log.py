@@ -365,13 +365,16 @@ class LogSql(SqlBase):
         before every consumer's position are trimmed). Else none: read them again."""
         if seen is None or seen[0] != namespace_id:
             return []
-        if (generation or self._generation(cur, namespace_id)) != seen[1]:
+        now = self._generation(cur, namespace_id) if generation is None else generation
+        if now != seen[1]:
             return []
         return [entry for entry in seen[2] if entry.seq > position]
 
     def _looked_ahead(self) -> LookedAhead:
         """Rollings read ahead for a consumer and namespace and not applied yet."""
-        found: LookedAhead = self.__dict__.setdefault("_looked", LookedAhead())
+        found: LookedAhead | None = self.__dict__.get("_looked")
+        if found is None:  # made once per store (setdefault keeps the first of two threads)
+            found = self.__dict__.setdefault("_looked", LookedAhead())
         return found
 
     def _generation(self, cur: Cursor, namespace_id: int) -> int:

@@ -66,6 +66,28 @@ def test_message_ids_are_time_ordered_uuid7() -> None:
     assert first < second
 
 
+def test_ids_drawn_after_a_fork_differ_from_the_parents() -> None:
+    """Ids come from a generator in memory: a forked child must not repeat the parent's."""
+    import os
+    import uuid
+
+    from partner_memory.model import new_id, new_message_id
+
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child process
+        os.write(writer, f"{new_id()} {new_message_id()}".encode())
+        os._exit(0)
+    os.close(writer)
+    os.waitpid(child, 0)
+    theirs = os.read(reader, 200).decode().split()
+    os.close(reader)
+    ours = [new_id(), new_message_id()]
+    assert uuid.UUID(ours[0]).version == 4
+    assert theirs[0] != ours[0]
+    assert theirs[1][-20:] != ours[1][-20:]  # the random part; the time part may agree
+
+
 @pytest.mark.parametrize(
     ("options", "problem"),
     [

@@ -9,7 +9,7 @@ import pickle
 import sys
 from typing import IO
 
-from partner_memory.recall.analysis_worker import WorkerSpec
+from partner_memory.recall.analysis_worker import WorkerSpec, received
 from partner_memory.recall.analyze import RecallAnalysis
 from partner_memory.recall.embed import StaticEmbedder
 
@@ -42,11 +42,11 @@ def main() -> None:
     _answer(answers, answer)
     while True:
         try:
-            ticket, messages = pickle.load(questions)
+            ticket, batch = pickle.load(questions)
         except EOFError:
             return
         try:
-            answer = (ticket, "ok", analysis.rows(messages))
+            answer = (ticket, "ok", analysis.rows(received(batch)))
         except Exception as exc:
             answer = (ticket, "failed", f"{type(exc).__name__}: {exc}")
         _answer(answers, answer)

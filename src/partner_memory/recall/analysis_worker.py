@@ -30,13 +30,26 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
-from partner_memory.model import Message
+from partner_memory.model import Message, Role
 from partner_memory.store.staged import RecallRow
 
 log = logging.getLogger(__name__)
 
 #: What the worker needs to build its embedder: ("static", dimensions) or ("none",).
 WorkerSpec = tuple[Any, ...]
+#: A message as it crosses the pipe: (id, role, content, timestamp, metadata). Plain
+#: values pickle in C; a dataclass pickles field by field in Python, which cost the
+#: parent a tenth of a 60,000-message ingest.
+Sent = tuple[str, Role, str, int | None, dict[str, Any]]
+
+
+def sent(messages: Sequence[Message]) -> list[Sent]:
+    return [(m.id, m.role, m.content, m.timestamp, m.metadata) for m in messages]
+
+
+def received(batch: Sequence[Sent]) -> list[Message]:
+    """The messages of a batch, as the parent's store had them (checked when stored)."""
+    return [Message.stored(*values) for values in batch]
 
 
 class AnalysisWorker:
@@ -54,7 +67,7 @@ class AnalysisWorker:
         self._pending: dict[int, Future[list[RecallRow]]] = {}
         self._next = 0
         self._answered = 0
-        self._outbox: queue.SimpleQueue[tuple[int, list[Message]] | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple[int, list[Sent]] | None] = queue.SimpleQueue()
         try:
             self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [sys.executable, "-m", "partner_memory.recall.analysis_child"],
@@ -97,7 +110,7 @@ class AnalysisWorker:
                 return None
             ticket, self._next = self._next, self._next + 1
             self._pending[ticket] = future
-            self._outbox.put((ticket, list(messages)))
+            self._outbox.put((ticket, sent(messages)))
         return future
 
     def close(self) -> None:

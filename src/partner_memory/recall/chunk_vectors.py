@@ -60,37 +60,33 @@ class ChunkVectors:
         self._index: dict[str, int] = {}
         self._chars = 0
         self._sums = np.zeros((1024, table.shape[1]), dtype=np.float32)
-        self._counts = np.zeros(1024, dtype=np.float32)
+        self._tokens: list[int] = []  # each remembered chunk's token count
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
         made = np.zeros((len(texts), self._table.shape[1]), dtype=np.float32)
+        counts = np.ones(len(texts), dtype=np.float32)  # a text without chunks: zeros / 1
         split = [_CHUNK.findall("▁" + text.replace(" ", "▁")) if text else [] for text in texts]
         with self._lock:
             if len(self._index) >= MOST_CHUNKS or self._chars >= MOST_CHARS:
                 self._index.clear()
+                self._tokens.clear()
                 self._chars = 0
             index = self._index
             new = {c: None for chunks in split for c in chunks if c and c not in index}
             if new:
                 self._learn(list(new))
-            flat: list[int] = []
-            lengths: list[int] = []
-            for chunks in split:
-                before = len(flat)
-                flat += (index[c] for c in chunks if c)
-                lengths.append(len(flat) - before)
-            if not flat:
-                return made
-            sizes = np.asarray(lengths, dtype=np.intp)
-            spoken = sizes > 0  # a text without chunks keeps a vector of zeros
-            starts = (np.cumsum(sizes) - sizes)[spoken]
-            rows = np.asarray(flat, dtype=np.intp)
-            sums = np.add.reduceat(self._sums[rows], starts, axis=0)
-            counts = np.add.reduceat(self._counts[rows], starts)
-        made[spoken] = sums / np.maximum(counts, 1.0)[:, None]
+            # Text by text: numpy's reduceat over all of them at once adds along the
+            # strided axis and took four times as long as a sum per text.
+            take, add, tokens = self._sums.take, np.add.reduce, self._tokens.__getitem__
+            for at, chunks in enumerate(split):
+                rows = [index[c] for c in chunks if c]
+                if rows:
+                    add(take(rows, axis=0), axis=0, out=made[at])
+                    counts[at] = max(sum(map(tokens, rows)), 1)
+        made /= counts[:, None]
         return made
 
     def _learn(self, chunks: list[str]) -> None:
@@ -104,16 +100,15 @@ class ChunkVectors:
         np.clip(ids, 0, len(self._table) - 1, out=ids)
         first = len(self._index)
         end = first + len(chunks)
-        while end > len(self._counts):  # room for twice as many
+        while end > len(self._sums):  # room for twice as many
             self._sums = np.concatenate([self._sums, np.zeros_like(self._sums)])
-            self._counts = np.concatenate([self._counts, np.zeros_like(self._counts)])
         sums = np.zeros((len(chunks), self._table.shape[1]), dtype=np.float32)
         tokenised = counts > 0  # a chunk of no tokens sums to zeros
         if ids.size:
             starts = (np.cumsum(counts) - counts)[tokenised]
             sums[tokenised] = np.add.reduceat(self._table[ids], starts, axis=0, dtype=np.float32)
         self._sums[first:end] = sums
-        self._counts[first:end] = counts
+        self._tokens += counts.tolist()
         for at, chunk in enumerate(chunks, start=first):
             self._index[chunk] = at
             self._chars += len(chunk)

@@ -58,18 +58,27 @@ _ASCII_LETTERS = str.maketrans("", "", string.ascii_letters)
 
 def language(texts: Sequence[str]) -> str:
     """'zh' when most letters are CJK, else 'en'."""
-    cjk = letters = 0
-    for text in texts:
-        if text.isascii():  # no CJK, and its letters counted in C, not char by char
-            letters += len(text) - len(text.translate(_ASCII_LETTERS))
-            continue
-        for ch in text:
-            if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf":
-                cjk += 1
-                letters += 1
-            elif ch.isalpha():
-                letters += 1
+    counts = [letter_counts(text) for text in texts]
+    return language_of(sum(c[0] for c in counts), sum(c[1] for c in counts))
+
+
+def language_of(cjk: int, letters: int) -> str:
+    """'zh' when most of `letters` are CJK characters (`cjk` of them), else 'en'."""
     return "zh" if letters and cjk * 2 >= letters else "en"
+
+
+def letter_counts(text: str) -> tuple[int, int]:
+    """(CJK characters, letters) of `text`, CJK counted among the letters."""
+    if text.isascii():  # no CJK, and its letters counted in C, not char by char
+        return 0, len(text) - len(text.translate(_ASCII_LETTERS))
+    cjk = letters = 0
+    for ch in text:
+        if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf":
+            cjk += 1
+            letters += 1
+        elif ch.isalpha():
+            letters += 1
+    return cjk, letters
 
 
 def summary_messages(increment: Sequence[Message]) -> list[dict[str, str]]:

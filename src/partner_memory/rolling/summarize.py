@@ -14,11 +14,13 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from itertools import chain
+from typing import NamedTuple, Protocol
 
+from partner_memory import markers as r11
 from partner_memory.model import Message, check_text
 from partner_memory.rolling.llm import ChatClient, LLMError, UsageMeter
-from partner_memory.rolling.prompts import language, summary_messages
+from partner_memory.rolling.prompts import language_of, letter_counts, summary_messages
 
 EXCEPTION_PLACEHOLDER = "no summary, due to exception"
 #: A summary is one compact paragraph: an answer far longer is not one.
@@ -75,10 +77,10 @@ class LLMSummarizer:
 _UNNAMED = frozenset({"user", "assistant", "system", "agent"})
 
 
-def _speaker(message: Message, lang: str) -> tuple[str, str]:
+def _speaker(message: Message, identity: str | None, lang: str) -> tuple[str, str]:
     """Who said it, as the agent's own summary calls them, and what they are: "self"
     (the agent), "unnamed" (a user the message names not) or "name"."""
-    named = message.speaker
+    named = message.speaker_named(identity)
     if named == "AGENT" or (named is None and message.role == "assistant"):
         return ("我" if lang == "zh" else "I"), "self"
     if named is None or named.lower() in _UNNAMED:
@@ -86,17 +88,53 @@ def _speaker(message: Message, lang: str) -> tuple[str, str]:
     return named, "name"
 
 
-def _tokens(text: str) -> tuple[str, ...]:
-    """A sentence's content words. Consecutive rollings summarise overlapping windows,
-    so most sentences come again (about twice each): those of ordinary length are
-    segmented once and kept (at most 65,536 of them, so at most ~65 MB of text)."""
-    return _segmented(text) if len(text) <= _CACHED_CHARS else _segment(text)
+class _Sentence(NamedTuple):
+    """A sentence as the summariser weighs it: its distinct words, and what its length
+    does to its weight (n words: divided by sqrt(n + 1), times min(1, n / 4))."""
+
+    text: str
+    unique: frozenset[str]
+    root: float  # sqrt(n + 1)
+    short: float  # min(1, n / 4): "Ha, ha!" says little
 
 
-_CACHED_CHARS = 1000
+class _Read(NamedTuple):
+    """One message's content as the summariser reads it."""
+
+    identity: str | None  # the R11 marker's identity, None without one
+    sentences: tuple[_Sentence, ...]  # those with content words only
+    cjk: int  # its CJK characters and letters, which decide the summary's language
+    letters: int
+
+
+def _read(content: str) -> _Read:
+    """A message read once: marker, sentences and their words, letters. Rollings of a
+    replay see the same texts again (greetings, repeated turns): contents of ordinary
+    length are read once and kept (at most 65,536 of them, so at most ~260 MB of text)."""
+    return _read_kept(content) if len(content) <= _CACHED_CHARS else _read_now(content)
+
+
+_CACHED_CHARS = 4000
+
+
+def _read_now(content: str) -> _Read:
+    parsed = r11.parse(content)
+    sentences = []
+    for match in _SENTENCE.finditer(parsed.body):
+        text = match.group().strip()
+        words = _segment(text)
+        if words:
+            n = len(words)
+            sentences.append(_Sentence(text, frozenset(words), math.sqrt(n + 1), min(1.0, n / 4)))
+    cjk, letters = letter_counts(content)
+    return _Read(parsed.identity, tuple(sentences), cjk, letters)
+
+
+_read_kept = functools.lru_cache(maxsize=1 << 16)(_read_now)
 
 
 def _segment(text: str) -> tuple[str, ...]:
+    """A sentence's content words."""
     # imported on first use: loading the segmenter's dictionary takes ~90 ms, which
     # commands that only read memory should not pay at start-up
     import rjieba
@@ -115,9 +153,6 @@ def _content_word(token: str) -> str | None:
     return None
 
 
-_segmented = functools.lru_cache(maxsize=1 << 16)(_segment)
-
-
 class ExtractiveSummarizer:
     """Offline summary: the most informative sentences, in order, with who said them."""
 
@@ -127,44 +162,44 @@ class ExtractiveSummarizer:
         self.max_chars = max_chars
 
     def summarize(self, messages: Sequence[Message], meter: UsageMeter) -> str:
-        lang = language([m.content for m in messages])
-        sentences: list[tuple[int, str, str, tuple[str, ...], frozenset[str]]] = []
+        reads = [_read(m.content) for m in messages]
+        lang = language_of(sum(r.cjk for r in reads), sum(r.letters for r in reads))
+        # (position, speaker, sentence)
+        sentences: list[tuple[int, str, _Sentence]] = []
         speakers: list[str] = []  # the participants, each once, by name
         named = False
-        for message in messages:
-            speaker, kind = _speaker(message, lang)
+        for message, read in zip(messages, reads, strict=True):
+            speaker, kind = _speaker(message, read.identity, lang)
             named = named or kind == "name"
             if speaker not in speakers and kind != "self":
                 speakers.append(speaker)
-            for match in _SENTENCE.finditer(message.text):
-                sentence = match.group().strip()
-                words = _tokens(sentence)
-                if words:
-                    sentences.append((len(sentences), speaker, sentence, words, frozenset(words)))
+            for sentence in read.sentences:
+                sentences.append((len(sentences), speaker, sentence))
         if not sentences:
             return ""
-        frequency = Counter(w for *_, unique in sentences for w in unique)
+        frequency = Counter(chain.from_iterable(said.unique for *_, said in sentences))
         top = max(frequency.values())
+        count = frequency.__getitem__
 
-        def score(item: tuple[int, str, str, tuple[str, ...], frozenset[str]]) -> float:
-            weight = sum(frequency[w] for w in item[4]) / top / math.sqrt(len(item[3]) + 1)
-            return weight * min(1.0, len(item[3]) / 4)  # "Ha, ha!" says little
+        def score(item: tuple[int, str, _Sentence]) -> float:
+            said = item[2]
+            return sum(map(count, said.unique)) / top / said.root * said.short
 
         budget = self.max_chars
-        chosen: list[tuple[int, str, str, tuple[str, ...], frozenset[str]]] = []
+        chosen: list[tuple[int, str, _Sentence]] = []
         for item in sorted(sentences, key=score, reverse=True):
-            cost = len(item[2]) + len(item[1]) + 2
+            cost = len(item[2].text) + len(item[1]) + 2
             if cost <= budget or not chosen:
                 chosen.append(item)
                 budget -= cost
         chosen.sort(key=lambda item: item[0])
         # a speaker's consecutive sentences go under one name
         said: list[tuple[str, list[str]]] = []
-        for _, speaker, text, *_ in chosen:
+        for _, speaker, sentence in chosen:
             if said and said[-1][0] == speaker:
-                said[-1][1].append(text)
+                said[-1][1].append(sentence.text)
             else:
-                said.append((speaker, [text]))
+                said.append((speaker, [sentence.text]))
         if lang == "zh":
             head = f"我和{'、'.join(speakers)}的对话：" if named else "我的记录："
             parts = ("；".join(t.rstrip("。；;") for t in texts) for _, texts in said)

@@ -170,18 +170,20 @@ def _replay(
             batch.clear()
             times.clear()
 
+        now: int | None = None  # the clock as this loop last set it (it never goes back)
         for message in pending:
             # Messages are recorded in batches that end exactly where a trigger could
             # fire (the count threshold, or a gap long enough to be idle), so the
             # result is what recording them one by one gives, at a fraction of the cost.
             if message.timestamp is not None:
-                if batch and message.timestamp - clock() > idle_after:
+                if batch and message.timestamp - (clock() if now is None else now) > idle_after:
                     record()
                 clock.set(message.timestamp)
+                now = clock()
                 if not batch:
-                    group.check_idle(clock())
+                    group.check_idle(now)
             batch.append(message)
-            times.append(clock())
+            times.append(clock() if now is None else now)
             if group.window_length + len(batch) >= limit:
                 record()
         if batch:

@@ -7,6 +7,7 @@ placeholders; the dialect puts them in the driver's style.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -50,9 +51,11 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def message_key(message_id: str) -> int:
     """The 64-bit key messages are looked up by: the first 8 bytes of the id's MD5,
-    signed (PostgreSQL computes the same in SQL: schema step 4)."""
+    signed (PostgreSQL computes the same in SQL: schema step 4). An append looks its
+    messages up, then inserts them: each id's key is computed once for both."""
     digest = hashlib.md5(message_id.encode("utf-8"), usedforsecurity=False).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 

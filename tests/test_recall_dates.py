@@ -219,6 +219,31 @@ def test_a_message_points_to_the_dates_it_names(text: str, pointed: list[str]) -
     assert pointed_dates(text, None) == []
 
 
+def test_the_first_character_lookahead_keeps_every_match() -> None:
+    """The pattern of relative dates starts with a lookahead on the characters a match
+    can begin with (for speed): it finds what the pattern without it finds, in every
+    alternative and case, so a new alternative must extend that set."""
+    import re
+
+    from partner_memory.recall import said_dates
+
+    lookahead, _, rest = said_dates._RELATIVE.pattern.partition("(?:")
+    assert lookahead.startswith("(?=[")
+    plain = re.compile(rest[:-1], re.IGNORECASE)
+    numbers = [*said_dates._NUMBERS, "2", "12"]
+    phrases = [
+        "the day before yesterday",
+        "yesterday",
+        *(f"last {unit}" for unit in ("night", "week", "weekend", "month", "year")),
+        *(f"{n} {unit}{s} ago" for n in numbers for unit in ("day", "week") for s in ("", "s")),
+        *said_dates._CHINESE,
+    ]
+    text = " | ".join(f"x {p}, {p.upper()}, {p.title()}." for p in phrases)
+    found = [m.span() for m in said_dates._RELATIVE.finditer(text)]
+    assert found == [m.span() for m in plain.finditer(text)]
+    assert len(found) >= 3 * len(phrases) - 2 * len(said_dates._CHINESE)
+
+
 def test_a_message_is_found_under_the_day_it_points_to(store: MemoryStore) -> None:
     """Said on 8 May: "yesterday" is the 7th, so a question about the 7th prefers it."""
     with PartnerMemory(store, "agent", idle_timer=False) as memory:

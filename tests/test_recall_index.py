@@ -35,6 +35,22 @@ def test_terms_are_stemmed_without_stop_words_and_chinese_is_segmented() -> None
     assert date_terms(1_683_552_960_000) == ["8", "may", "2023"]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "snake_case x_1 C++ e-mail 3.5% AT&T it's",
+        "tabs\tand\nlines\x1c\x7f and NUL-free (brackets) [more] {braces}",
+        "Hiking, hikes & HIKED - 2023/05/08 at 10:00!",
+    ],
+)
+def test_ascii_text_is_split_as_the_pattern_splits_any_text(text: str) -> None:
+    """ASCII text is split in C (`str.translate`), the rest by the token pattern: the
+    same terms either way (" é" makes the text non-ASCII and adds one term)."""
+    assert text.isascii()
+    assert terms(text + " é")[:-1] == terms(text)
+    assert terms(text + " é")[-1] == "é"
+
+
 def test_a_message_is_found_by_its_neighbours_words_below_its_own() -> None:
     index = TantivyIndex()
     index.add(docs("u1", ["we booked the flight", "great, when?", "next friday", "ok", "ok"]))

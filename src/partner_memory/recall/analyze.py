@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache, lru_cache
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from partner_memory.errors import EmbeddingRejected, LLMError
@@ -83,7 +84,16 @@ def _cjk_words(run: str) -> list[str]:
 
 def terms(text: str) -> list[str]:
     """The index terms of `text`, in order, repeats kept (they count)."""
-    return [term for token in _TOKEN.findall(text.lower()) for term in _token_terms(token)]
+    lowered = text.lower()
+    if lowered.isascii():  # its tokens are the runs of [a-z0-9]: split in C, not matched
+        tokens = lowered.translate(_ASCII_GAPS).split()
+    else:
+        tokens = _TOKEN.findall(lowered)
+    return list(chain.from_iterable(map(_token_terms, tokens)))
+
+
+#: Every ASCII character but a letter or a digit, as a space.
+_ASCII_GAPS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
 
 
 @lru_cache(maxsize=1 << 17)

@@ -19,11 +19,6 @@ _NUMBERS = {
     "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
 }  # fmt: skip
 _COUNT = r"(\d{1,2}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + ")"
-_RELATIVE = re.compile(
-    rf"\bthe day before yesterday\b|\byesterday\b|\blast (?:night|week(?:end)?|month|year)\b"
-    rf"|\b{_COUNT} (day|week|month|year)s? ago\b|前天|昨天|昨晚|上周|上週|上个月|上個月|去年",
-    re.IGNORECASE,
-)
 _CHINESE = {
     "前天": ("day", 2),
     "昨天": ("day", 1),
@@ -34,11 +29,22 @@ _CHINESE = {
     "上個月": ("month", 1),
     "去年": ("year", 1),
 }
+#: The characters a match can begin with: a lookahead on them lets the matcher pass
+#: over every other position at once instead of trying each alternative there (twice
+#: as fast on LoCoMo's messages, the same matches).
+_FIRST = "".join(sorted({"t", "y", "l", *(w[0] for w in _NUMBERS), *(w[0] for w in _CHINESE)}))
+_RELATIVE = re.compile(
+    rf"(?=[\d{_FIRST}])"
+    rf"(?:\bthe day before yesterday\b|\byesterday\b|\blast (?:night|week(?:end)?|month|year)\b"
+    rf"|\b{_COUNT} (day|week|month|year)s? ago\b|前天|昨天|昨晚|上周|上週|上个月|上個月|去年)",
+    re.IGNORECASE,
+)
 #: Most dates one message adds (a list of "two days ago, last week, ..." adds no more).
 MOST = 3
 #: What any match of `_RELATIVE` contains (lower-cased): most messages hold none of them,
 #: and looking for these is many times cheaper than running the pattern over the text.
-_CUES = ("yesterday", "last ", " ago", *_CHINESE)
+_ASCII_CUES = ("yesterday", "last ", " ago")
+_CUES = (*_ASCII_CUES, *_CHINESE)
 
 
 def pointed_dates(text: str, at_ms: int | None) -> list[str]:
@@ -46,8 +52,8 @@ def pointed_dates(text: str, at_ms: int | None) -> list[str]:
     date of `text` names, as text for the analyser; [] when it names none."""
     if at_ms is None:
         return []
-    lowered = text.lower()
-    if not any(cue in lowered for cue in _CUES):
+    cues = _ASCII_CUES if text.isascii() else _CUES
+    if not any(map(text.lower().__contains__, cues)):
         return []
     said = datetime.fromtimestamp(at_ms / 1000, tz=UTC)
     found: list[str] = []

@@ -108,13 +108,13 @@ class _Read(NamedTuple):
 
 
 def _read(content: str) -> _Read:
-    """A message read once: marker, sentences and their words, letters. Rollings of a
-    replay see the same texts again (greetings, repeated turns): contents of ordinary
-    length are read once and kept (at most 65,536 of them, so at most ~260 MB of text)."""
+    """A message read once: marker, sentences and their words, letters. Conversations
+    say the same things again (greetings, thanks, repeated turns): contents of up to
+    1,000 characters are read once and kept (at most 65,536 of them, ~65 MB of text)."""
     return _read_kept(content) if len(content) <= _CACHED_CHARS else _read_now(content)
 
 
-_CACHED_CHARS = 4000
+_CACHED_CHARS = 1000
 
 
 def _read_now(content: str) -> _Read:

@@ -45,13 +45,42 @@ def test_namespace_accepts_unicode() -> None:
 
 
 def test_public_api_is_explicit() -> None:
+    exported = set(partner_memory.__all__)
+    assert exported <= set(dir(partner_memory))
+    assert not any(inspect.ismodule(getattr(partner_memory, name)) for name in exported)
     public = {
         name
         for name, value in vars(partner_memory).items()
         if not name.startswith("_") and not inspect.ismodule(value)
     }
-    assert public == set(partner_memory.__all__)
+    assert public == exported  # every name resolved above, and nothing else
     assert {"MemoryCore", "MemoryUnit", "MemorySlice", "Message", "open_store"} <= public
+    with pytest.raises(AttributeError, match="no attribute 'MemoryCores'"):
+        partner_memory.MemoryCores  # noqa: B018
+
+
+def test_a_part_of_the_package_loads_without_the_rest() -> None:
+    """The analysis worker an ingest starts imports what it uses, not the package's
+    every part (its start is paid by the ingest)."""
+    import subprocess
+    import sys
+
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, partner_memory.recall.analysis_child;"
+            " print(' '.join(sorted(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for heavy in ("openai", "fastapi", "tantivy", "wordllama", "partner_memory.service"):
+        assert heavy not in loaded
+    from partner_memory import Message as exported
+
+    assert exported is Message
 
 
 def test_message_ids_are_time_ordered_uuid7() -> None:

@@ -78,13 +78,13 @@ def test_the_static_vectors_are_the_models_own_mean_of_token_vectors(
     WordLlama's own `embed` gives, a text without any
     token included - and still does after its chunks were forgotten."""
     static = StaticEmbedder()
-    static._loaded()
+    static.warm()
     assert static._chunks is not None  # the shipped tokenizer has the shape chunks need
     if not chunked:
         static._chunks = None
     monkeypatch.setattr(chunk_vectors, "MOST_CHUNKS", 8)  # forgotten again and again,
     monkeypatch.setattr(chunk_vectors, "MOST_CHARS", 2000)  # by count or by size
-    theirs = np.asarray(static._loaded().embed(STATIC_TEXTS, norm=False), dtype=np.float32)
+    theirs = np.asarray(static.wordllama().embed(STATIC_TEXTS, norm=False), dtype=np.float32)
     for _ in range(2):
         ours = static.embed(STATIC_TEXTS)
         assert ours.shape == theirs.shape == (len(STATIC_TEXTS), static.dimensions)
@@ -100,7 +100,7 @@ def test_chunks_are_used_only_with_a_tokenizer_of_that_shape() -> None:
     split_first.pre_tokenizer = pre_tokenizers.Whitespace()
     assert not chunk_vectors.fits(split_first)
     static = StaticEmbedder()
-    assert chunk_vectors.fits(static._loaded().tokenizer)
+    assert chunk_vectors.fits(static.wordllama().tokenizer)
 
 
 def _two_adoptions(memory: PartnerMemory) -> None:
@@ -211,8 +211,9 @@ def test_bad_embedding_settings_name_the_variable(environ: dict[str, str], named
 
 def test_warming_loads_the_static_model_but_never_calls_an_endpoint(fake_llm: Any) -> None:
     static = StaticEmbedder()
-    assert static._model is None
+    assert not static.loaded
     static.warm()
-    assert static._model is not None
+    assert static.loaded
+    assert static._model is None  # read from the wheel's files, wordllama not imported
     EmbeddingSettings("endpoint", fake_llm.base_url, "toy", max_retries=0).embedder().warm()
     assert not fake_llm.requests  # the endpoint may not be up when a server starts

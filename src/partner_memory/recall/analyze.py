@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Messages of bulk work that start the analysis worker (`RecallAnalysis.bulk`): about
-#: half a second of ingest, the time the worker takes to load its model.
+#: half a second of ingest, about the time the worker takes to start and load its model.
 WORKER_MIN_MESSAGES = 5_000
 
 #: Characters of a message read for its words (~15,000 words, a long pasted document).
@@ -171,7 +171,7 @@ class RecallAnalysis:
         otherwise take turns with its own replay for the GIL. An embeddings endpoint
         is waited for without the GIL already, so it is never handed over. The worker
         is started for at least `WORKER_MIN_MESSAGES` messages (or an unknown number):
-        loading its model takes it about a second, longer than fewer take here."""
+        starting and loading its model takes it about 0.4 s, longer than fewer take here."""
         spec = self._worker_spec()
         if spec is not None and (messages is None or messages >= WORKER_MIN_MESSAGES):
             from partner_memory.recall.analysis_worker import shared_worker

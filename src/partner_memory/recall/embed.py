@@ -71,11 +71,18 @@ class Embedder(Protocol):
 
 
 class StaticEmbedder:
-    """WordLlama (`l2_supercat`), loaded from its own wheel on first use."""
+    """WordLlama (`l2_supercat`), loaded from its own wheel on first use.
+
+    When its tokenizer has the shape `chunk_vectors` relies on (the shipped one
+    does), the tokenizer and the weights are read straight from the wheel's
+    files with `tokenizers` and `safetensors`, as WordLlama's loader reads them:
+    importing `wordllama` (and `requests`, and its configs) took as long again
+    as loading the model, which the analysis worker of every ingest paid before
+    it could start. Otherwise WordLlama itself is loaded and embeds."""
 
     def __init__(self, dimensions: int = STATIC_DIMENSIONS) -> None:
         self.dimensions = dimensions
-        self._model: Any = None
+        self._model: Any = None  # WordLlama itself, when the chunks do not fit
         self._chunks: ChunkVectors | None = None
         self._lock = threading.Lock()
 
@@ -83,28 +90,54 @@ class StaticEmbedder:
     def name(self) -> str:
         return f"wordllama-l2_supercat-{self.dimensions}"
 
-    def _loaded(self) -> Any:
+    @property
+    def loaded(self) -> bool:
+        return self._chunks is not None or self._model is not None
+
+    def _load(self) -> None:
+        with self._lock:
+            if self.loaded:
+                return
+            files = _wheel_files()
+            if files is not None:
+                import numpy as np
+                from safetensors import safe_open
+                from tokenizers import Tokenizer
+
+                tokenizer = Tokenizer.from_file(str(files[1]))
+                if fits(tokenizer):
+                    with safe_open(str(files[0]), framework="np", device="cpu") as weights:
+                        table = weights.get_tensor(_TENSOR)[:, : self.dimensions]
+                    # as WordLlamaInference keeps it: float32, rows contiguous
+                    table = np.ascontiguousarray(table.astype(np.float32))
+                    self._chunks = ChunkVectors(tokenizer, table)
+                    return
+            self._model = self._wordllama()
+
+    def wordllama(self) -> Any:
+        """WordLlama's own model (`WordLlamaInference`), loaded now if it was not: the
+        reference the chunked vectors are checked against."""
         with self._lock:
             if self._model is None:
-                # its import calls logging.basicConfig(level=INFO): the host's logging
-                # would start printing the application's INFO records
-                with root_logging_kept():
-                    import wordllama
-                # The wheel carries the weights and tokenizer; cache_dir points the
-                # loader at them, and downloads are off: nothing leaves the machine.
-                model = wordllama.WordLlama.load(
-                    dim=256,
-                    trunc_dim=self.dimensions,
-                    cache_dir=Path(wordllama.__file__).parent,
-                    disable_download=True,
-                )
-                if fits(model.tokenizer):
-                    self._chunks = ChunkVectors(model.tokenizer, model.embedding)
-                self._model = model
+                self._model = self._wordllama()
             return self._model
 
+    def _wordllama(self) -> Any:
+        # its import calls logging.basicConfig(level=INFO): the host's logging
+        # would start printing the application's INFO records
+        with root_logging_kept():
+            import wordllama
+        # The wheel carries the weights and tokenizer; cache_dir points the
+        # loader at them, and downloads are off: nothing leaves the machine.
+        return wordllama.WordLlama.load(
+            dim=_WHEEL_DIMENSIONS,
+            trunc_dim=self.dimensions,
+            cache_dir=Path(wordllama.__file__).parent,
+            disable_download=True,
+        )
+
     def warm(self) -> None:
-        self._loaded().embed(["warm"], norm=False)  # the tokenizer loads on first use too
+        self.embed(["warm"])  # the tokenizer's first use costs something too
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """The mean of each text's token vectors: from remembered chunks
@@ -113,10 +146,31 @@ class StaticEmbedder:
 
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        model = self._loaded()
+        self._load()
         if self._chunks is not None:  # the same means, each chunk tokenised once
             return self._chunks.embed(texts)
-        return np.asarray(model.embed(list(texts), norm=False), dtype=np.float32)
+        return np.asarray(self._model.embed(list(texts), norm=False), dtype=np.float32)
+
+
+#: The wheel's model: its widest vectors, the weights' tensor, and its files (as
+#: WordLlama's loader names them under its package directory).
+_WHEEL_DIMENSIONS = 256
+_TENSOR = "embedding.weight"
+_WEIGHTS = f"weights/l2_supercat_{_WHEEL_DIMENSIONS}.safetensors"
+_TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
+
+
+def _wheel_files() -> tuple[Path, Path] | None:
+    """The wheel's weights and tokenizer files, found without importing `wordllama`;
+    None if they are not where its loader keeps them (it then finds them itself)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    home = Path(next(iter(spec.submodule_search_locations)))
+    weights, tokenizer = home / _WEIGHTS, home / _TOKENIZER
+    return (weights, tokenizer) if weights.is_file() and tokenizer.is_file() else None
 
 
 class EndpointEmbedder:

@@ -413,17 +413,19 @@ def test_sigkill_during_group_commits_loses_and_doubles_nothing(tmp_path: Path) 
     for kill in range(KILLS):
         before = _acknowledged(ack_dir)
         children = [_spawn(database, f"k{kill}p{p}", ack_dir) for p in range(2)]
-        for child in children:
-            assert child.stdout is not None
-            assert child.stdout.readline().strip() == "ready"
-        _until(lambda before=before: _acknowledged(ack_dir) > before + 20)
-        time.sleep(rng.uniform(0.0, 0.3))
-        for child in children:
-            child.send_signal(signal.SIGKILL)
-        for child in children:
-            child.wait()
-            assert child.stdout is not None
-            child.stdout.close()
+        try:
+            for child in children:
+                assert child.stdout is not None
+                assert child.stdout.readline().strip() == "ready"
+            _until(lambda before=before: _acknowledged(ack_dir) > before + 20)
+            time.sleep(rng.uniform(0.0, 0.3))
+        finally:  # killed on a failed round too, so no child outlives the test
+            for child in children:
+                child.send_signal(signal.SIGKILL)
+            for child in children:
+                child.wait()
+                assert child.stdout is not None
+                child.stdout.close()
     store = open_store(database)
     try:
         stored: list[str] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,37 @@ def test_locked_database_is_reported_and_unchanged(sqlite_path: Path) -> None:
         blocker.execute("ROLLBACK")
         blocker.close()
     assert store.get_unit("ns", "u") is None
+    store.close()
+
+
+def test_a_new_file_being_written_elsewhere_is_waited_for(tmp_path: Path) -> None:
+    """Switching a new file to WAL while another connection holds its write lock
+    gets BUSY from SQLite at once, without the busy handler (processes opening a
+    new store together meet this): the store waits, up to its busy timeout."""
+    path = tmp_path / "new.db"
+    blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StorageUnavailableError, match="locked"):
+        SQLiteStore(path, busy_timeout=0.2)
+    released = threading.Event()
+
+    def release() -> None:
+        blocker.execute("COMMIT")
+        blocker.close()
+        released.set()
+
+    timer = threading.Timer(0.3, release)
+    timer.start()
+    try:
+        store = SQLiteStore(path, busy_timeout=60)
+    finally:
+        timer.join()
+    assert released.is_set()
+    store.ensure_namespace("ns", "u")
+    store.append("ns", messages(1), "x", slice_id="x", timestamp=1)
+    unit = store.get_unit("ns", "u")
+    assert unit is not None
+    assert unit.message_count == 1
     store.close()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
@@ -128,7 +129,7 @@ class SQLiteStore(SqlStore):
             conn = self._open_connection()
             try:
                 if not self.read_only:
-                    conn.execute("PRAGMA journal_mode = WAL")
+                    self._use_wal(conn)
                     conn.execute(f"PRAGMA synchronous = {self._synchronous}")
                 conn.execute("PRAGMA foreign_keys = ON")
                 # deleted text is overwritten with zeros, in the file and its WAL (the
@@ -142,6 +143,25 @@ class SQLiteStore(SqlStore):
                 conn.close()
                 raise
         return conn
+
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        """Switch to WAL, waiting up to the busy timeout for other processes.
+
+        SQLite answers BUSY at once, without its busy handler, when this
+        connection would have to upgrade its read lock while another holds the
+        write lock: processes opening a new file together meet that case.
+        """
+        deadline = time.monotonic() + self._busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def _open_connection(self) -> sqlite3.Connection:
         if not self.read_only:

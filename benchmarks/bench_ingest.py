@@ -5,7 +5,10 @@
    pipeline's own time (increment, store, context, trajectory) apart from
    compressing and summarising. Then one session of 60,000 messages (LoCoMo's
    turns over and over, 30 s apart, so one unit grows to 60,000 messages):
-   ingest speed must not depend on the unit's size. Beside them, the same
+   ingest speed must not depend on the unit's size. Then 128 sessions of 100
+   messages each, each its own namespace: per-session costs, next to the long
+   session's rate. A warm-up replay first leaves the process as one that has
+   been ingesting: imports done, the analysis worker running. Beside them, the same
    messages appended to OpenAI Agents' `SQLiteSession` one conversation per
    call, which stores them and does nothing else.
 2. Live recording: `record_turn` in a loop while rollings run in the
@@ -36,6 +39,7 @@ from urllib.parse import quote
 from partner_memory.ingest import ReplayClock, Transcript, ingest, read_transcript
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message
+from partner_memory.recall.analyze import WORKER_MIN_MESSAGES
 from partner_memory.rolling import ExtractiveSummarizer, UsageMeter
 from partner_memory.store import open_store
 
@@ -113,6 +117,16 @@ def long_session(conversations: list[Transcript], count: int) -> Transcript:
         for i in range(count)
     ]
     return Transcript("long-session", "jsonl", messages, [f"message {i}" for i in range(count)])
+
+
+def short_sessions(conversations: list[Transcript], sessions: int, each: int) -> list[Transcript]:
+    """`sessions` sessions of `each` messages cut from `long_session`'s loop of turns."""
+    loop = long_session(conversations, sessions * each)
+    cut = [slice(n * each, (n + 1) * each) for n in range(sessions)]
+    return [
+        Transcript(f"short-{n}", "jsonl", loop.messages[part], loop.origins[part])
+        for n, part in enumerate(cut)
+    ]
 
 
 def openai_bulk(directory: str, transcripts: list[Transcript]) -> dict[str, Any] | None:
@@ -244,13 +258,22 @@ def main() -> None:
 
         conversations = [read_transcript(path) for path in files]
         # warm up: one replay first, so one-time costs (imports, the stemmer, the first
-        # store) are not counted as throughput
-        replay_all(str(Path(tmp) / "warm-up.db"), conversations[:1])
+        # store, the start of the analysis worker a process keeps once it has ingested
+        # that many messages) are not counted as throughput; the first conversation's
+        # turns only, so the others' are new to the summariser as they would be
+        replay_all(
+            str(Path(tmp) / "warm-up.db"),
+            [long_session(conversations[:1], WORKER_MIN_MESSAGES)],
+        )
         workloads = {
             f"{len(files)} LoCoMo conversations": conversations,
             f"one session of {args.long:,} messages": [long_session(conversations, args.long)],
+            "128 sessions of 100 messages": short_sessions(conversations, 128, 100),
         }
-        print("\n### Replay (`ingest`), offline summariser\n")
+        print(
+            "\n### Replay (`ingest`), offline summariser, after a warm-up (the analysis"
+            " worker running)\n"
+        )
         print(
             "| backend | workload | messages | units | rollings | seconds | messages/s"
             " | vs LoCoMo | first / last tenth, messages/s | pipeline ms per rolling |"

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
+from partner_memory.recall.analysis_worker import close_workers
 from partner_memory.store import MemoryStore
 from partner_memory.store.sqlite import SQLiteStore
 
@@ -47,6 +48,14 @@ class ManualClock:
 
     def advance(self, ms: int) -> None:
         self.now += ms
+
+
+@pytest.fixture(autouse=True)
+def _no_analysis_worker_between_tests() -> Iterator[None]:
+    """A process starts an analysis worker once its bulk work adds up; each test starts
+    from none, so what one test ingested never hands another's rows to a worker."""
+    yield
+    close_workers()
 
 
 @pytest.fixture(scope="session", autouse=True)

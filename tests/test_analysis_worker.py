@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from partner_memory.cli import app
 from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import LogEntry, Message
@@ -27,7 +29,7 @@ from partner_memory.recall.analysis_worker import (
     running_worker,
     shared_worker,
 )
-from partner_memory.recall.analyze import WORKER_MIN_MESSAGES, RecallAnalysis
+from partner_memory.recall.analyze import PREFETCH_BATCH, WORKER_MIN_MESSAGES, RecallAnalysis
 from partner_memory.recall.embed import EmbeddingSettings, StaticEmbedder
 from partner_memory.rolling.consumers import PreparedWork
 from partner_memory.store import open_store
@@ -110,6 +112,95 @@ def test_small_bulk_work_starts_no_worker_but_uses_a_running_one() -> None:
         later = analysis.rows_later(messages)  # started already: used
         assert later is not None
         assert later() == analysis.rows(messages)
+
+
+def test_short_bulk_jobs_that_add_up_start_the_worker() -> None:
+    """Many short sessions pay the worker's start once, as one long session does."""
+    analysis = RecallAnalysis(StaticEmbedder())
+    half = WORKER_MIN_MESSAGES // 2
+    with analysis.bulk(half):
+        assert running_worker(STATIC) is None
+    # the inner job is a part of the outer one: not counted again
+    with analysis.bulk(WORKER_MIN_MESSAGES - half - 1), analysis.bulk(WORKER_MIN_MESSAGES):
+        assert running_worker(STATIC) is None
+    with analysis.bulk(1):  # the process's bulk work reaches WORKER_MIN_MESSAGES
+        assert running_worker(STATIC) is not None
+
+
+def _read_back(message: Message, content: str | None = None) -> Message:
+    """The message as the store returns it: equal, but another object."""
+    text = message.content if content is None else content
+    return Message.stored(
+        message.id, message.role, "".join(list(text)), message.timestamp, dict(message.metadata)
+    )
+
+
+def test_prefetched_rows_go_to_the_same_messages_only() -> None:
+    messages = _messages()
+    here = RecallAnalysis(StaticEmbedder(), worker=False)
+    analysis = RecallAnalysis(StaticEmbedder())
+    assert not analysis.prefetch(messages)  # not bulk work: nothing to start them in
+    with analysis.bulk():
+        worker = _ready(shared_worker(STATIC))
+        before = worker.answered
+        assert analysis.prefetch(messages)
+        later = analysis.rows_later([_read_back(m) for m in messages])
+        assert later is not None
+        assert later() == here.rows(messages)
+        assert worker.answered == before + 1  # the prefetch's batch; none asked for again
+        # stored with other content (or asked for twice): made anew, for what is stored
+        assert analysis.prefetch(messages)
+        changed = [_read_back(messages[0], "something else entirely"), *messages[1:]]
+        later = analysis.rows_later(changed)
+        assert later is not None
+        assert later() == here.rows(changed)
+    before = worker.answered
+    with analysis.bulk():  # what a bulk prefetched and nobody took ends with it
+        assert analysis.prefetch(messages[:1])
+    with analysis.bulk():
+        later = analysis.rows_later(messages[:1])
+        assert later is not None
+        assert later() == here.rows(messages[:1])
+    assert worker.answered == before + 2  # the prefetch, then a batch of its own
+
+
+def test_prefetch_stops_while_too_many_rows_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("partner_memory.recall.analyze.PREFETCH_HELD", 3)
+    messages = _messages()
+    analysis = RecallAnalysis(StaticEmbedder())
+    with analysis.bulk():
+        _ready(shared_worker(STATIC))
+        assert analysis.prefetch(messages[:3])
+        assert not analysis.prefetch(messages[3:])  # three rows wait to be taken
+        later = analysis.rows_later(messages[:3])
+        assert later is not None
+        assert later() == analysis.rows(messages[:3])
+        assert analysis.prefetch(messages[3:])  # taken: room again
+
+
+def _jsonl(path: Path, count: int) -> str:
+    path.write_text(
+        "".join(
+            f'{{"role": "user", "content": "note {i} of {path.stem}", "timestamp": {i}}}\n'
+            for i in range(count)
+        )
+    )
+    return str(path)
+
+
+def test_an_ingest_of_several_files_is_one_bulk_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files too small to start the worker each, worth it together, start it."""
+    monkeypatch.setattr("partner_memory.recall.analyze.WORKER_MIN_MESSAGES", 30)
+    files = [_jsonl(tmp_path / f"part{n}.jsonl", 20) for n in range(2)]
+    runner = CliRunner()
+    alone = runner.invoke(app, ["ingest", files[0], "--db", str(tmp_path / "a.db"), "--json"])
+    assert alone.exit_code == 0, alone.output
+    assert running_worker(STATIC) is None
+    both = runner.invoke(app, ["ingest", *files, "--db", str(tmp_path / "b.db"), "--json"])
+    assert both.exit_code == 0, both.output
+    assert running_worker(STATIC) is not None
 
 
 def test_a_killed_worker_leaves_the_rows_to_this_process(caplog: pytest.LogCaptureFixture) -> None:
@@ -196,7 +287,9 @@ def test_an_ingest_through_the_worker_indexes_what_one_without_it_does(tmp_path:
     _ready(shared_worker(STATIC))
     through, without = str(tmp_path / "through.db"), str(tmp_path / "without.db")
     _ingested(through, worker=True)
-    assert shared_worker(STATIC).answered > 0  # the worker made (some of) the rows
+    # every row was started ahead of the replay, in batches of PREFETCH_BATCH messages
+    replayed = len(read_transcript(LOCOMO_DIR / "conv-26.json").messages)
+    assert shared_worker(STATIC).answered == -(-replayed // PREFETCH_BATCH)
     _ingested(without, worker=False)
     rows = _index_rows(through)
     assert len(rows) > 300

@@ -211,6 +211,11 @@ def check_namespace(name: object) -> str:
     return text
 
 
+#: One encoder for every message: `json.dumps` with options builds one per call, which
+#: was half of the cost of storing a message's metadata.
+_METADATA_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def dump_metadata(metadata: dict[str, Any]) -> str:
     """Serialise metadata exactly once, so backends store identical JSON text. Keys must
     be strings: json would turn 1 into "1", and what comes back would differ."""
@@ -220,7 +225,7 @@ def dump_metadata(metadata: dict[str, Any]) -> str:
             f"message metadata keys must be strings, got {type(odd).__name__} {odd!r}"
         )
     try:
-        return json.dumps(metadata, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return _METADATA_JSON.encode(metadata)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"message metadata is not JSON-serialisable: {exc}") from None
 

@@ -118,22 +118,22 @@ def _ingest_all(
     memory = PartnerMemory(store, namespace, clock=clock, idle_timer=False, **env.runtime_options())
     before = memory.stats().fallbacks
     reports = []
+    bar = Progress(
+        TextColumn("[bold]ingest[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=quiet or not sys.stderr.isatty(),
+    )
+    # one bulk job, so files that together are worth the analysis worker start it
+    job = memory.service.analysis.bulk(sum(len(t.messages) for t in transcripts))
     try:
-        with Progress(
-            TextColumn("[bold]ingest[/] {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            disable=quiet or not sys.stderr.isatty(),
-        ) as bar:
+        with bar, job:
             for transcript in transcripts:
                 task = bar.add_task(transcript.name, total=len(transcript.messages))
-                reports.append(
-                    ingest(
-                        memory, transcript, clock, flush=flush, progress=partial(bar.advance, task)
-                    )
-                )
+                advance = partial(bar.advance, task)
+                reports.append(ingest(memory, transcript, clock, flush=flush, progress=advance))
     finally:
         memory.close()
     totals = reports[-1].totals

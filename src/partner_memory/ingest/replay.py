@@ -22,6 +22,12 @@ from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message, RollingTotals, TrajectoryState
 from partner_memory.trajectory import quiet_gap
 
+#: Messages ahead of the replay whose recall rows are started in the analysis worker
+#: (`RecallAnalysis.prefetch`), asked for every `PREFETCH_STEP` messages: far enough
+#: that a rolling's rows are made before it commits, near enough to hold little.
+PREFETCH_AHEAD = 8_192
+PREFETCH_STEP = 1_024
+
 
 class ReplayClock:
     """The transcript's time: set by the replay, never going back; wall time until first set."""
@@ -170,8 +176,16 @@ def _replay(
             batch.clear()
             times.clear()
 
+        analysis = memory.service.analysis
+        prefetched = 0  # pending[:prefetched] had their rows started (or were passed)
         now: int | None = None  # the clock as this loop last set it (it never goes back)
-        for message in pending:
+        for position, message in enumerate(pending):
+            if position % PREFETCH_STEP == 0 and prefetched < len(pending):
+                # what was recorded while the worker could take nothing is the index's
+                # own work: started here too, it would be made twice
+                ahead = position + PREFETCH_AHEAD
+                if analysis.prefetch(pending[max(prefetched, position) : ahead]):
+                    prefetched = ahead
             # Messages are recorded in batches that end exactly where a trigger could
             # fire (the count threshold, or a gap long enough to be idle), so the
             # result is what recording them one by one gives, at a fraction of the cost.

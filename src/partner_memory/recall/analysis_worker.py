@@ -5,7 +5,9 @@ the GIL, so in one process the indexer takes turns with the replay writing
 the units: profiled on a 60,000-message ingest, analysis was a third of the
 work and the index trailed the replay. A bulk caller (`RecallAnalysis.bulk`)
 lends the analysis a worker process instead, which makes the same rows from
-the same code and model while the replay goes on here.
+the same code and model while the replay goes on here; the replay hands it
+what it is about to record (`RecallAnalysis.prefetch`), so the rows are made
+before the index needs them.
 
 The worker is one child process per parent and embedder, started on first
 use with `python -m partner_memory.recall.analysis_child` (not
@@ -189,6 +191,19 @@ def _child_environment() -> dict[str, str]:
 
 _workers: dict[WorkerSpec, AnalysisWorker] = {}
 _workers_lock = threading.Lock()
+#: Messages of bulk work this process has announced (`worth_a_worker`).
+_announced = {"messages": 0}
+
+
+def worth_a_worker(messages: int | None, minimum: int) -> bool:
+    """Whether bulk work of `messages` (None: unknown) should start a worker: when it
+    holds `minimum` messages, or this process's bulk work so far does, so a process
+    ingesting many short sessions pays the worker's start once, as a long one does."""
+    if messages is None:
+        return True
+    with _workers_lock:
+        _announced["messages"] += messages
+        return messages >= minimum or _announced["messages"] >= minimum
 
 
 def shared_worker(spec: WorkerSpec) -> AnalysisWorker:
@@ -207,9 +222,11 @@ def running_worker(spec: WorkerSpec) -> AnalysisWorker | None:
 
 
 def close_workers() -> None:
-    """End every worker this process started (tests; the exit does it anyway)."""
+    """End every worker this process started and forget the bulk work announced (tests;
+    the exit does it anyway)."""
     with _workers_lock:
         workers = list(_workers.values())
         _workers.clear()
+        _announced["messages"] = 0
     for worker in workers:
         worker.close()

@@ -39,6 +39,8 @@ from partner_memory.recall.said_dates import pointed_dates
 from partner_memory.store.staged import RecallRow
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import Stemmer
 
     from partner_memory.recall.analysis_worker import AnalysisWorker, WorkerSpec
@@ -48,6 +50,13 @@ log = logging.getLogger(__name__)
 #: Messages of bulk work that start the analysis worker (`RecallAnalysis.bulk`): about
 #: half a second of ingest, about the time the worker takes to start and load its model.
 WORKER_MIN_MESSAGES = 5_000
+
+#: Messages per batch `RecallAnalysis.prefetch` hands the worker: big enough that a
+#: batch's pickling and pipe round trip are a small part of it.
+PREFETCH_BATCH = 512
+#: Prefetched rows not yet taken, at most (~16 MB): an index trailing far behind the
+#: replay stops the prefetch rather than fill memory.
+PREFETCH_HELD = 32_768
 
 #: Characters of a message read for its words (~15,000 words, a long pasted document).
 INDEXED_CHARS = 100_000
@@ -163,6 +172,8 @@ class RecallAnalysis:
         self.worker = worker
         self._bulk = 0
         self._bulk_lock = threading.Lock()
+        #: rows `prefetch` started, by message id: (the message, its batch, its place)
+        self._early: dict[str, tuple[Message, Future[list[RecallRow]], int]] = {}
 
     @contextmanager
     def bulk(self, messages: int | None = None) -> Iterator[None]:
@@ -170,20 +181,25 @@ class RecallAnalysis:
         core (`analysis_worker`): for bulk work, such as an ingest, that would
         otherwise take turns with its own replay for the GIL. An embeddings endpoint
         is waited for without the GIL already, so it is never handed over. The worker
-        is started for at least `WORKER_MIN_MESSAGES` messages (or an unknown number):
-        starting and loading its model takes it about 0.4 s, longer than fewer take here."""
+        is started once this job, or this process's bulk work so far, holds
+        `WORKER_MIN_MESSAGES` messages (or an unknown number): starting and loading its
+        model takes it about 0.4 s, longer than fewer take here."""
         spec = self._worker_spec()
-        if spec is not None and (messages is None or messages >= WORKER_MIN_MESSAGES):
-            from partner_memory.recall.analysis_worker import shared_worker
-
-            shared_worker(spec)  # starting now, it has loaded by the time rows come
         with self._bulk_lock:
+            outermost = not self._bulk  # an inner job is part of the outer one's count
             self._bulk += 1
         try:
+            if spec is not None and outermost:
+                from partner_memory.recall.analysis_worker import shared_worker, worth_a_worker
+
+                if worth_a_worker(messages, WORKER_MIN_MESSAGES):
+                    shared_worker(spec)  # starting now, it has loaded when rows are due
             yield
         finally:
             with self._bulk_lock:
                 self._bulk -= 1
+                if not self._bulk:
+                    self._early.clear()  # prefetched for messages never stored
 
     @property
     def hands_over(self) -> bool:
@@ -231,21 +247,59 @@ class RecallAnalysis:
         worker = self._worker()
         if worker is None or not messages:
             return None
+        places = self._prefetched(messages)
+        if places is None:
+            future = worker.submit(messages)
+            if future is None:
+                return None
+            places = [(future, i) for i in range(len(messages))]
         from partner_memory.recall.analysis_worker import WorkerFailed
-
-        future = worker.submit(messages)
-        if future is None:
-            return None
 
         def result() -> list[RecallRow]:
             try:
-                made = future.result()
+                made = [future.result()[i] for future, i in places]
             except WorkerFailed:
                 return self.rows(messages)
             self._said(messages, made)
             return made
 
         return result
+
+    def prefetch(self, messages: Sequence[Message]) -> bool:
+        """Within `bulk`, start the rows of messages about to be stored in the worker
+        now, so the index has them when their rolling commits instead of trailing the
+        replay. A stored message takes them only if it is the same (id, role, content,
+        time, metadata): rows are a function of those alone. False when no worker is
+        ready to take them, or `PREFETCH_HELD` rows wait to be taken already."""
+        worker = self._worker()
+        if worker is None or not worker.wait_ready(0) or len(self._early) >= PREFETCH_HELD:
+            return False
+        for start in range(0, len(messages), PREFETCH_BATCH):
+            batch = messages[start : start + PREFETCH_BATCH]
+            future = worker.submit(batch)
+            if future is None:
+                return False
+            with self._bulk_lock:
+                if not self._bulk:
+                    return False
+                self._early.update((m.id, (m, future, i)) for i, m in enumerate(batch))
+        return True
+
+    def _prefetched(
+        self, messages: Sequence[Message]
+    ) -> list[tuple[Future[list[RecallRow]], int]] | None:
+        """Where `prefetch` started the rows of `messages` (batch, place), if it started
+        them all."""
+        with self._bulk_lock:
+            if not self._early:
+                return None
+            early = [self._early.pop(m.id, None) for m in messages]
+        places = []
+        for message, found in zip(messages, early, strict=True):
+            if found is None or _analysed(found[0]) != _analysed(message):
+                return None
+            places.append(found[1:])
+        return places
 
     def _said(self, messages: Sequence[Message], made: list[RecallRow]) -> None:
         """What `rows` would have logged (the worker logs nothing)."""
@@ -278,6 +332,11 @@ class RecallAnalysis:
             )
             return [None]
         return [v for m in messages for v in self._vectors([m])]
+
+
+def _analysed(message: Message) -> tuple[object, ...]:
+    """What a message's rows are made from (its id aside)."""
+    return (message.role, message.content, message.timestamp, message.metadata)
 
 
 def _warn_long(messages: Sequence[Message]) -> None:

@@ -16,10 +16,13 @@
    that queue for a SQLite file share them (group commit), and the rollings,
    leases and index behind the callers wait for none. Ours is the whole service:
    its rollings (every 36 turns, offline summaries, recall index) run too.
+   A run of 150 turns lasts a tenth of a second, so each figure is the median
+   of `--rounds` rounds, the systems taking turns within each round.
 
 Usage: python benchmarks/bench_service.py [--turns 400] [--pg URL] [--no-pg]
        [--namespaces 10,1000,10000] [--baseline-src DIR]
        [--sections sharing,namespaces,writers] [--writer-turns 150] [--writers 1,2,4,8]
+       [--rounds 3]
 Needs the `bench` extra for the peers.
 """
 
@@ -179,7 +182,8 @@ def writers(args: argparse.Namespace, tmp: Path) -> None:
     backends = ["sqlite"] + ([] if args.no_pg else ["postgres"])
     print(
         f"\nconcurrent writers, {args.writer_turns} turns each: turns/s of all writers together"
-        " (a turn's median latency)"
+        f" (a turn's median latency), median of {args.rounds} rounds; in each round the"
+        " systems run one after another; ratios: of the medians (each round's range)"
     )
     for backend in backends:
         for mode, run in (("threads", writer_threads), ("processes", writer_processes)):
@@ -188,30 +192,59 @@ def writers(args: argparse.Namespace, tmp: Path) -> None:
                 print(f"\n### {backend}, {mode}, {where}\n")
                 print("| system | " + " | ".join(f"{n} writers" for n in counts) + " |")
                 print("|" + " --- |" * (len(counts) + 1))
-                figures: dict[str, list[Figures]] = {}
-                for system in SYSTEMS.values():
-                    if backend not in system.backends:
-                        continue
-                    figures[system.name] = [
-                        run(system, fresh(backend, args.pg, tmp), n, shared_ns, args.writer_turns)
-                        for n in counts
-                    ]
+                systems = [s for s in SYSTEMS.values() if backend in s.backends]
+                # rounds[system][count] = that count's figures, one per round
+                rounds: dict[str, list[list[Figures]]] = {s.name: [] for s in systems}
+                for n in counts:
+                    for runs in rounds.values():
+                        runs.append([])
+                    for _ in range(args.rounds):
+                        for system in systems:
+                            figures = run(
+                                system,
+                                fresh(backend, args.pg, tmp),
+                                n,
+                                shared_ns,
+                                args.writer_turns,
+                            )
+                            rounds[system.name][-1].append(figures)
+                medians = {name: [_median(per) for per in runs] for name, runs in rounds.items()}
+                for name, figures in medians.items():
                     cells = " | ".join(
-                        f"{f.turns_per_s:,.0f} ({f.median_ms:.2f} ms)" for f in figures[system.name]
+                        f"{f.turns_per_s:,.0f} ({f.median_ms:.2f} ms)" for f in figures
                     )
-                    print(f"| {system.name} | {cells} |", flush=True)
-                ours = figures["partner-memory"]
+                    print(f"| {name} | {cells} |")
+                ours = medians["partner-memory"]
                 per_turn = " | ".join(
                     "-" if f.syncs_per_turn is None else f"{f.syncs_per_turn:.2f}" for f in ours
                 )
                 print(f"| partner-memory fsyncs per turn | {per_turn} |")
-                for name, theirs in figures.items():
-                    if name != "partner-memory":
-                        ratios = " | ".join(
+                for name, theirs in medians.items():
+                    if name == "partner-memory":
+                        continue
+                    cells = []
+                    for o, t, o_runs, t_runs in zip(
+                        ours, theirs, rounds["partner-memory"], rounds[name], strict=True
+                    ):
+                        each = [
+                            a.turns_per_s / b.turns_per_s
+                            for a, b in zip(o_runs, t_runs, strict=True)
+                        ]
+                        cells.append(
                             f"{o.turns_per_s / t.turns_per_s:.2f}x"
-                            for o, t in zip(ours, theirs, strict=True)
+                            f" ({min(each):.2f}-{max(each):.2f})"
                         )
-                        print(f"| ours / {name} | {ratios} |")
+                    print(f"| ours / {name} | {' | '.join(cells)} |", flush=True)
+
+
+def _median(runs: list[Figures]) -> Figures:
+    """Each figure's median over the rounds."""
+    syncs = [f.syncs_per_turn for f in runs if f.syncs_per_turn is not None]
+    return Figures(
+        statistics.median(f.turns_per_s for f in runs),
+        statistics.median(syncs) if syncs else None,
+        statistics.median(f.median_ms for f in runs),
+    )
 
 
 def main() -> None:
@@ -224,6 +257,7 @@ def main() -> None:
     parser.add_argument("--sections", default="sharing,namespaces,writers")
     parser.add_argument("--writer-turns", type=int, default=150)
     parser.add_argument("--writers", default="1,2,4,8")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the writers section")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
     warnings.simplefilter("ignore")  # peers' deprecation notices would drown the tables

@@ -29,6 +29,8 @@ from partner_memory.rolling.increment import by_content, resolve_increment
 from partner_memory.rolling.prompts import summary_messages
 from partner_memory.rolling.summarize import EMPTY_PLACEHOLDER, EXCEPTION_PLACEHOLDER
 from partner_memory.store import MemoryStore
+from partner_memory.store.base import WindowAppend
+from partner_memory.store.sqlite import SQLiteStore
 from tests.conftest import ManualClock
 from tests.helpers import assert_unit_consistent, messages
 
@@ -101,6 +103,27 @@ def test_r13_count_trigger_keeps_newest_sixth(
     kept = memory.trajectory.snapshot()
     assert len(kept) == 12
     assert kept[-1].content.endswith("last answer 0")
+
+
+def test_r13_a_count_from_before_a_rolling_committed_takes_no_lease(
+    sqlite_store: SQLiteStore, manual_clock: ManualClock
+) -> None:
+    """R13 is judged on the window as stored: a turn appended while a rolling was in
+    flight counts the messages that rolling trimmed since, and triggers nothing - not
+    even the lease taken and given back (two writes in the caller's turn)."""
+    with PartnerMemory(sqlite_store, "ns", clock=manual_clock, idle_timer=False) as memory:
+        turns(memory, manual_clock, 36)
+        memory.wait()
+        assert (len(memory.core.unit_ids()), len(memory.trajectory)) == (1, 12)
+        commits = sqlite_store.commit_counts.commits
+        stale = WindowAppend(length=memory.settings.max_messages + 2, previous_interaction=None)
+        assert memory.rolling.after_turn(stale) is None
+        assert sqlite_store.commit_counts.commits == commits
+        # a window that is full as stored still rolls
+        turns(memory, manual_clock, 30)
+        memory.wait()
+        assert (len(memory.core.unit_ids()), len(memory.trajectory)) == (1, 12)
+        assert memory.core.list_units().units[0].message_count == 132
 
 
 def test_r13_numbers_are_configurable(store: MemoryStore, manual_clock: ManualClock) -> None:

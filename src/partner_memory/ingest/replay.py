@@ -83,7 +83,13 @@ def _already_recorded(
     from: skipping it would silently drop the transcript's message.
     """
     store, namespace = memory.core.store, memory.namespace
-    known = store.find_messages(namespace, [m.id for m in transcript.messages])
+    info = store.get_namespace(namespace)
+    # a namespace without units (a first ingest) stores none of them: not looked up one by one
+    known = (
+        store.find_messages(namespace, [m.id for m in transcript.messages])
+        if info is None or info.unit_count
+        else {}
+    )
     held = store.load_trajectory(namespace)
     known.update((m.id, m) for m in held.messages)
     for message, origin in zip(transcript.messages, transcript.origins, strict=True):

@@ -138,10 +138,19 @@ class DialogRolling:
         if appended.length < self.settings.max_messages and not quiet:
             return None
         try:
+            if not quiet and not self._running.locked() and not self._window_full():
+                return None
             return self.trigger(idle=False, recheck=True)
         except PartnerMemoryError as exc:
             log.warning("could not start a rolling of %r: %s", self._namespace, exc)
             return None
+
+    def _window_full(self) -> bool:
+        """R13 on the window as stored now, read without taking the lease. A turn appended
+        while a rolling was in flight counts the messages that rolling has since trimmed:
+        taking the lease to find nothing due would cost the caller two writes."""
+        window = self._store.window_activity(self._namespace)
+        return window.length >= self.settings.max_messages
 
     def idle_due(self) -> bool:
         """R14, judged on the namespace's shared last interaction."""

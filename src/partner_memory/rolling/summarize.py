@@ -139,14 +139,13 @@ def _segment(text: str) -> tuple[str, ...]:
     # commands that only read memory should not pay at start-up
     import rjieba
 
-    kept = (_content_word(t) for t in rjieba.cut(text))
-    return tuple(t for t in kept if t is not None)
+    return tuple(filter(None, map(_content_word, rjieba.cut(text))))
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _content_word(token: str) -> str | None:
     """A segment as a content word (lower-cased), or None for a stop word, number or
-    punctuation. Words recur across messages: each is judged once."""
+    punctuation (never ""). Words recur across messages: each is judged once."""
     lowered = token.lower()
     if _WORD.search(token) and lowered not in _STOPWORDS and not token.isdigit():
         return lowered

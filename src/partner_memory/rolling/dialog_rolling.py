@@ -149,8 +149,7 @@ class DialogRolling:
         """R13 on the window as stored now, read without taking the lease. A turn appended
         while a rolling was in flight counts the messages that rolling has since trimmed:
         taking the lease to find nothing due would cost the caller two writes."""
-        window = self._store.window_activity(self._namespace)
-        return window.length >= self.settings.max_messages
+        return self.due(self._store.window_activity(self._namespace), idle=False)
 
     def idle_due(self) -> bool:
         """R14, judged on the namespace's shared last interaction."""

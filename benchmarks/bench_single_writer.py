@@ -32,9 +32,10 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from partner_memory import MemoryService, Message, RollingSettings, open_store
+from partner_memory import MemoryService, Message, RollingSettings, markers, open_store
 from partner_memory.recall.indexer import RecallIndexer
 from partner_memory.rolling.consumers import DurableConsumer
+from partner_memory.trajectory import structured_ids
 from writers import SYSTEMS, Ours, Shared, System, Turn, answer, question, writer_threads
 
 _DEFAULTS = RollingSettings()
@@ -43,6 +44,10 @@ _DEFAULTS = RollingSettings()
 CYCLE_TURNS = (_DEFAULTS.max_messages - _DEFAULTS.max_messages // _DEFAULTS.retain_divisor) // 2
 #: The turn whose messages first fill the window (the 36th).
 FIRST_TRIGGER = _DEFAULTS.max_messages // 2 - 1
+#: Cycles one run of the second table records (a fresh file each run).
+CYCLES_PER_RUN = 20
+#: Places shown one by one; the rest of the cycle is shown as one mean.
+SHOWN = 12
 
 
 class _Unindexed(MemoryService):
@@ -83,11 +88,18 @@ class StoreAppend(Ours):
         def turn(i: int) -> None:
             now = int(time.time() * 1000)
             messages = [
-                Message(role="user", content=f"[USER]\n\n{question(i)}", timestamp=now),
-                Message(role="assistant", content=answer(i), timestamp=now),
+                Message(role="user", content=markers.user_text("USER", question(i)), timestamp=now),
+                Message(
+                    role="assistant", content=markers.assistant_text(answer(i))[0], timestamp=now
+                ),
             ]
             store.append_trajectory(
-                namespace, messages, last_interaction=now, drop_structured=True, fresh_ids=True
+                namespace,
+                messages,
+                last_interaction=now,
+                structured=structured_ids(messages),
+                drop_structured=True,
+                fresh_ids=True,
             )
 
         return turn, lambda: None
@@ -133,12 +145,12 @@ def cycle(args: argparse.Namespace, tmp: Path) -> None:
     """Mean latency by place in the rolling cycle, over `args.cycles` cycles of each run."""
     system = SYSTEMS["partner-memory"]
     by_place: list[list[float]] = [[] for _ in range(CYCLE_TURNS)]
-    runs = max(1, args.cycles // 20)
+    runs = max(1, args.cycles // CYCLES_PER_RUN)
     for run in range(runs):
         shared = system.open(str(tmp / f"cycle-{run}.db"))
         system.warm(shared)
         turn, close = system.writer(shared, "cycle")
-        for i in range(20 * CYCLE_TURNS):
+        for i in range(CYCLES_PER_RUN * CYCLE_TURNS):
             began = time.perf_counter()
             turn(i)
             by_place[(i - FIRST_TRIGGER) % CYCLE_TURNS].append((time.perf_counter() - began) * 1000)
@@ -147,13 +159,14 @@ def cycle(args: argparse.Namespace, tmp: Path) -> None:
     means = [statistics.mean(v) for v in by_place]
     usual = statistics.median(means)
     print(
-        f"\na turn's mean latency (ms) by its place from a count trigger, {runs * 20} cycles;"
-        f" the usual turn: {usual:.2f} ms\n"
+        f"\na turn's mean latency (ms) by its place from a count trigger,"
+        f" {runs * CYCLES_PER_RUN} cycles; the usual turn: {usual:.2f} ms\n"
     )
-    print("| turns from the trigger | " + " | ".join(str(k) for k in range(12)) + " | 12-29 |")
-    print("|" + " --- |" * 14)
-    rest = statistics.mean(means[12:])
-    print("| mean ms | " + " | ".join(f"{m:.2f}" for m in means[:12]) + f" | {rest:.2f} |")
+    places = " | ".join(str(k) for k in range(SHOWN))
+    print(f"| turns from the trigger | {places} | {SHOWN}-{CYCLE_TURNS - 1} |")
+    print("|" + " --- |" * (SHOWN + 2))
+    rest = statistics.mean(means[SHOWN:])
+    print("| mean ms | " + " | ".join(f"{m:.2f}" for m in means[:SHOWN]) + f" | {rest:.2f} |")
     extra = sum(m - usual for m in means)
     print(f"\nwhat a rolling adds to the turns beside it: {extra:.1f} ms a cycle")
 

@@ -104,10 +104,6 @@ class StoreAppend(Ours):
 
         return turn, lambda: None
 
-    def warm(self, shared: Shared) -> None:
-        turn, _ = self.writer(shared, "warm-up")
-        turn(-1)
-
 
 def layers(args: argparse.Namespace, tmp: Path) -> None:
     peer = SYSTEMS["OpenAI SQLiteSession"]

@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Turns each system records before it is timed: past partner-memory's five first
+#: rollings (LIVE_WORKER_MIN_MESSAGES, 300 rolled messages), which start its worker.
+WARM_TURNS = 190
 Turn = Callable[[int], None]
 
 
@@ -57,9 +60,12 @@ class System:
         return None
 
     def warm(self, shared: Shared) -> None:
-        """Create the schema, load what the first turns would (outside the timing)."""
+        """Create the schema, load what the first turns would, and record as much as a
+        service that has run a while (outside the timing): every system's file, and its
+        write-ahead log, are then as old as the others'."""
         turn, close = self.writer(shared, "warm-up")
-        turn(-1)
+        for i in range(WARM_TURNS):
+            turn(-1 - i)
         close()
 
 
@@ -80,11 +86,14 @@ class Ours(System):
         return int(shared.state.store.commit_counts.syncs)
 
     def warm(self, shared: Shared) -> None:
-        """Past a first rolling: the recall index's embedding model is loaded."""
-        turn, _ = self.writer(shared, "warm-up")
-        for i in range(40):
-            turn(-1 - i)
+        """Past a few rollings: the recall index's embedding model is loaded and, as in a
+        service process that has rolled before, its analysis worker is running."""
+        from partner_memory.recall.analysis_worker import started_workers
+
+        super().warm(shared)
         shared.state.wait()
+        for worker in started_workers():
+            worker.wait_ready(60)
 
 
 class OpenAISession(System):

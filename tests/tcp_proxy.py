@@ -2,7 +2,8 @@
 
 `cut()` closes every connection through it (as an outage or a server restart
 would, seen from the client); the proxy keeps accepting new ones afterwards.
-`stall()` keeps the connections open but forwards nothing until `resume()`.
+`stall()` keeps the connections open but forwards nothing until `resume()`;
+`stall_answers()` forwards what clients send but holds what the server answers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class TcpProxy:
         self._closed = False
         self._flowing = threading.Event()
         self._flowing.set()
+        self._answering = threading.Event()
+        self._answering.set()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -39,13 +42,23 @@ class TcpProxy:
             with self._lock:
                 self._sockets += [client, upstream]
             pumps = [2]  # the pair is closed when both of its pumps are done
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b, pumps), daemon=True).start()
+            for a, b, gates in (
+                (client, upstream, (self._flowing,)),
+                (upstream, client, (self._flowing, self._answering)),
+            ):
+                threading.Thread(target=self._pump, args=(a, b, pumps, gates), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, pumps: list[int]) -> None:
+    def _pump(
+        self,
+        source: socket.socket,
+        sink: socket.socket,
+        pumps: list[int],
+        gates: tuple[threading.Event, ...],
+    ) -> None:
         try:
             while data := source.recv(65536):
-                self._flowing.wait()
+                for gate in gates:
+                    gate.wait()
                 sink.sendall(data)
         except OSError:
             pass
@@ -66,8 +79,12 @@ class TcpProxy:
     def stall(self) -> None:
         self._flowing.clear()
 
+    def stall_answers(self) -> None:
+        self._answering.clear()
+
     def resume(self) -> None:
         self._flowing.set()
+        self._answering.set()
 
     def cut(self) -> None:
         """Drop every connection through the proxy (their threads then close them)."""

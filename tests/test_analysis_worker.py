@@ -23,16 +23,24 @@ from partner_memory.cli import app
 from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import LogEntry, Message
+from partner_memory.recall import analysis_worker
 from partner_memory.recall.analysis_worker import (
+    HAND_OVER_MIN_MESSAGES,
+    LIVE_WORKER_MIN_MESSAGES,
     AnalysisWorker,
     close_workers,
     running_worker,
     shared_worker,
+    summary_elsewhere,
 )
 from partner_memory.recall.analyze import PREFETCH_BATCH, WORKER_MIN_MESSAGES, RecallAnalysis
 from partner_memory.recall.embed import EmbeddingSettings, StaticEmbedder
 from partner_memory.rolling.consumers import PreparedWork
+from partner_memory.rolling.llm import UsageMeter
+from partner_memory.rolling.summarize import ExtractiveSummarizer
+from partner_memory.service import MemoryService
 from partner_memory.store import open_store
+from tests.conftest import ManualClock
 from tests.helpers import LOCOMO_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,19 +91,26 @@ def test_the_worker_makes_the_rows_made_here(spec: tuple[object, ...]) -> None:
     assert worker.answered == 1
 
 
-def test_rows_later_only_within_bulk_and_only_when_allowed() -> None:
+def test_rows_later_within_bulk_or_past_live_work_and_only_when_allowed() -> None:
     messages = _messages()
     analysis = RecallAnalysis(StaticEmbedder())
-    assert analysis.rows_later(messages) is None  # not bulk work
+    assert analysis.rows_later(messages) is None  # live work, far below the threshold
+    assert running_worker(STATIC) is None
     with analysis.bulk():
         _ready(shared_worker(STATIC))
         later = analysis.rows_later(messages)
         assert later is not None
         assert later() == analysis.rows(messages)
-    assert analysis.rows_later(messages) is None
+    assert analysis.rows_later(messages) is None  # live, and too short to hand over
+    rolled = [*messages, *(_read_back(m, m.content + " again") for m in messages)]
+    assert len(rolled) >= HAND_OVER_MIN_MESSAGES
+    later = analysis.rows_later(rolled)  # live work uses the worker that runs
+    assert later is not None
+    assert later() == analysis.rows(rolled)
     kept = RecallAnalysis(StaticEmbedder(), worker=False)
     with kept.bulk():
         assert kept.rows_later(messages) is None
+    assert kept.rows_later(messages) is None
 
 
 def test_small_bulk_work_starts_no_worker_but_uses_a_running_one() -> None:
@@ -335,3 +350,120 @@ def test_prepared_work_seen_again_is_kept_not_made_twice() -> None:
     changed = _entry(5, "another summary")  # a forget changed it since: made again
     assert work.take(changed) == 50
     assert made == [1, 3, 5, 5]
+
+
+def test_settled_work_is_waited_for_before_it_is_taken() -> None:
+    """What a consumer takes in its transaction was waited for before it (`settle`)."""
+    waited: list[int] = []
+
+    def later(entry: LogEntry) -> Callable[[], int]:
+        def result() -> int:
+            waited.append(entry.seq)
+            return entry.seq * 10
+
+        return result
+
+    work: PreparedWork[int] = PreparedWork(lambda entry: -1, later)
+    entries = [_entry(1), _entry(2), _entry(3)]
+    work.prepare(entries)
+    work.settle(entries[:2])
+    assert waited == [1, 2]
+    assert [work.take(e) for e in entries] == [10, 20, 30]
+    assert waited == [1, 2, 3]  # the unsettled one is waited for when taken
+
+
+def test_the_worker_summarises_as_this_process_does() -> None:
+    messages = [m for m in _messages() if m.content] * 3
+    worker = _ready(shared_worker(("none",)))
+    future = worker.summarize(messages, 420)
+    assert future is not None
+    assert future.result(timeout=READY_S) == ExtractiveSummarizer().summarize_here(messages)
+    assert (worker.summarized, worker.answered) == (1, 0)
+    # handed over by the summariser itself, the same text again
+    elsewhere = ExtractiveSummarizer(elsewhere=summary_elsewhere)
+    assert elsewhere.summarize(messages, UsageMeter()) == future.result()
+    assert worker.summarized == 2
+
+
+def test_a_summary_is_made_here_when_short_or_the_worker_is_busy() -> None:
+    messages = [m for m in _messages() if m.content]
+    many = messages * 4
+    assert summary_elsewhere(many, 420) is None  # no worker runs: none is started
+    assert running_worker(STATIC) is None
+    worker = _ready(shared_worker(STATIC))
+    assert summary_elsewhere(many[: HAND_OVER_MIN_MESSAGES - 1], 420) is None
+    rows = worker.submit(many)  # an ingest's rows, still to come
+    assert rows is not None
+    made = summary_elsewhere(many, 420)  # asked at once: the worker has not answered yet
+    assert made is None or rows.done()
+    rows.result(timeout=READY_S)
+    assert summary_elsewhere(many, 420) == ExtractiveSummarizer().summarize_here(many)
+
+
+def _conversation() -> list[tuple[str, str]]:
+    said = [m.content for m in read_transcript(LOCOMO_DIR / "conv-26.json").messages]
+    return list(zip(said[::2], said[1::2], strict=False))
+
+
+def _busy_service(database: str, *, worker: bool, turns: int, clock: ManualClock) -> None:
+    """A service recording `turns` turns of a real conversation, rolling as it goes; with
+    `worker`, past the live threshold it waits for the worker, so later rollings use it."""
+    pairs = _conversation()
+    service = MemoryService(
+        open_store(database),
+        owns_store=True,
+        clock=clock,
+        idle_timer=False,
+        embeddings=EmbeddingSettings(analysis_worker=worker),
+    )
+    try:
+        memory = service.memory("agent")
+        for i in range(turns):
+            clock.advance(1_000)
+            question, answer = pairs[i % len(pairs)]
+            memory.record_turn(question, answer)
+            if i % 30 == 0:
+                service.wait()  # as a service with time between turns would
+                started = running_worker(STATIC)
+                if worker and started is not None:
+                    _ready(started)
+        service.wait()
+    finally:
+        service.close()
+
+
+def _summaries(database: str) -> list[tuple[object, ...]]:
+    store = open_store(database)
+    try:
+        with store._transaction(write=False) as cur:  # type: ignore[attr-defined]
+            cur.execute("SELECT start_index, end_index, summary FROM slices ORDER BY start_index")
+            return [tuple(row) for row in cur.fetchall()]
+    finally:
+        store.close()
+
+
+def test_a_busy_service_hands_its_rollings_to_the_worker(tmp_path: Path) -> None:
+    """Past LIVE_WORKER_MIN_MESSAGES indexed, a service's rollings are analysed and
+    summarised in the worker, into exactly the rows and summaries made here."""
+    turns = LIVE_WORKER_MIN_MESSAGES // 2 + 120
+    through, here = str(tmp_path / "through.db"), str(tmp_path / "here.db")
+    _busy_service(through, worker=True, turns=turns, clock=ManualClock())
+    worker = running_worker(STATIC)
+    assert worker is not None
+    assert worker.answered >= 2
+    assert worker.summarized >= 2
+    close_workers()
+    _busy_service(here, worker=False, turns=turns, clock=ManualClock())
+    assert running_worker(STATIC) is None
+    assert len(_summaries(through)) >= 8
+    assert _summaries(through) == _summaries(here)
+    assert _index_rows(through) == _index_rows(here)
+
+
+def test_a_service_starts_no_worker_on_one_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(analysis_worker, "usable_cores", lambda: 1)
+    turns = LIVE_WORKER_MIN_MESSAGES // 2 + 120
+    _busy_service(str(tmp_path / "one.db"), worker=True, turns=turns, clock=ManualClock())
+    assert running_worker(STATIC) is None

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import itertools
 import tempfile
+import threading
+import time
 from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from partner_memory.errors import ConfigurationError, StorageUnavailableError
 from partner_memory.store import open_store
 from partner_memory.store.postgres import PostgresStore, redact
+from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.postgres
 
@@ -54,23 +58,27 @@ def test_a_bad_url_setting_is_configuration_not_an_outage(pg_server: str) -> Non
         open_store(f"{pg_server}{separator}sslmode=bogus")
 
 
-def test_calls_right_after_a_restart_succeed_and_write_once(pg_url: str) -> None:
-    """Pooled connections an outage killed are not handed to the caller's failure: one
-    found dead before the server answered anything is replaced and its transaction sent
-    again - never doubled - whether it sat idle or was used a moment before."""
-    import time
-    from urllib.parse import urlsplit, urlunsplit
-
-    from partner_memory.core import MemoryCore
-    from partner_memory.model import Message
-    from tests.tcp_proxy import TcpProxy
-
+def _proxied(pg_url: str) -> tuple[TcpProxy, str]:
+    """A proxy in front of the server, and `pg_url` through it."""
     parts = urlsplit(pg_url)
     proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
     netloc = (
         f"{parts.username}@127.0.0.1:{proxy.port}" if parts.username else f"127.0.0.1:{proxy.port}"
     )
-    store = open_store(urlunsplit(parts._replace(netloc=netloc)))
+    return proxy, urlunsplit(parts._replace(netloc=netloc))
+
+
+def test_calls_right_after_a_restart_succeed_and_write_once(pg_url: str) -> None:
+    """Pooled connections an outage killed are not handed to the caller's failure: one
+    found dead before the server answered anything is replaced and its transaction sent
+    again - never doubled - whether it sat idle or was used a moment before."""
+    import time
+
+    from partner_memory.core import MemoryCore
+    from partner_memory.model import Message
+
+    proxy, url = _proxied(pg_url)
+    store = open_store(url)
     try:
         core = MemoryCore(store, "ns")
         for round_ in range(4):
@@ -92,7 +100,6 @@ def test_a_stalled_connection_fails_at_the_deadline(pg_url: str) -> None:
 
     from partner_memory.core import MemoryCore
     from partner_memory.model import Message
-    from tests.tcp_proxy import TcpProxy
 
     parts = urlsplit(pg_url)
     proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
@@ -228,7 +235,7 @@ def _round_trips(store: PostgresStore, work: Callable[[], object]) -> int:
     )
 
 
-def test_a_turn_and_a_write_take_two_round_trips(pg_url: str) -> None:
+def test_a_turn_takes_one_round_trip_and_a_write_two(pg_url: str) -> None:
     from partner_memory.memory import PartnerMemory
     from partner_memory.store.capabilities import StoredItem
 
@@ -236,7 +243,8 @@ def test_a_turn_and_a_write_take_two_round_trips(pg_url: str) -> None:
     memory = PartnerMemory(store, "ns")
     try:
         memory.record_turn("hello", "hi")  # the namespace exists from here on
-        assert _round_trips(store, lambda: memory.record_turn("how are you?", "fine")) == 2
+        # its statements, the COMMIT and the window's length after it, in one flight
+        assert _round_trips(store, lambda: memory.record_turn("how are you?", "fine")) == 1
         assert _round_trips(store, lambda: store.set_session("ns", "s2")) == 2  # no read
         assert _round_trips(store, lambda: store.put_item(StoredItem("i/", "k", "{}", 1, 1))) <= 3
         assert memory.trajectory.snapshot()[-1].content.endswith("fine")
@@ -273,3 +281,81 @@ def test_work_behind_the_callers_does_not_wait_for_the_wal_flush(pg_url: str) ->
         assert store.ensure_namespace("ns", "other").memory_session_id == "s3"
     finally:
         store.close()
+
+
+def _contents(store: object, namespace: str) -> list[str]:
+    return [m.content for m in store.load_trajectory(namespace).messages]  # type: ignore[attr-defined]
+
+
+def _turn_cut_in_flight(
+    pg_url: str,
+    question: str,
+    hold: Callable[[TcpProxy], None],
+    until: Callable[[list[str]], bool],
+) -> None:
+    """A turn (after a first one) sent through a proxy that `hold` stalls, whose connection
+    is cut once `until` holds of the window as the server has it: the turn returns, and
+    is stored exactly once."""
+    from partner_memory.memory import PartnerMemory
+
+    proxy, url = _proxied(pg_url)
+    store, direct = open_store(url), open_store(pg_url)
+    memory = PartnerMemory(store, "ns")
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(memory.record_turn(question, "an answer"))
+        except Exception as exc:
+            outcome.append(exc)
+
+    try:
+        memory.record_turn("hello", "hi")
+        hold(proxy)
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not until(_contents(direct, "ns")):
+            assert time.monotonic() < deadline, "the turn never got where it is cut"
+            time.sleep(0.01)
+        proxy.cut()
+        proxy.resume()
+        thread.join(60)
+        assert len(outcome) == 1, "the turn did not return"
+        assert not isinstance(outcome[0], Exception), outcome
+        contents = _contents(direct, "ns")
+        assert sum(c.endswith(question) for c in contents) == 1
+        assert len(contents) == 4
+    finally:
+        proxy.resume()
+        memory.close()
+        store.close()
+        direct.close()
+        proxy.close()
+
+
+def test_a_turn_whose_connection_dies_as_it_commits_is_stored_once(pg_url: str) -> None:
+    """The server committed the turn, but its answer never came back: the store asks on
+    another connection, finds the turn stored and does not send it again; the caller gets
+    its answer, the window's length read again."""
+    question = "did it commit?"
+    _turn_cut_in_flight(
+        pg_url,
+        question,
+        TcpProxy.stall_answers,
+        lambda window: any(c.endswith(question) for c in window),
+    )
+
+
+def test_a_turn_whose_connection_dies_before_the_server_has_it_is_sent_again(
+    pg_url: str,
+) -> None:
+    """Nothing reached the server: the store finds the turn not stored and sends it again."""
+    began = time.monotonic()
+    _turn_cut_in_flight(
+        pg_url,
+        "sent again?",
+        TcpProxy.stall,
+        # the turn is sent into the stalled proxy meanwhile (or finds it cut): never stored
+        lambda window: len(window) == 2 and time.monotonic() - began > 0.2,
+    )

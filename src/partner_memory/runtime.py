@@ -29,6 +29,7 @@ from partner_memory.forgetting import Forgetting
 from partner_memory.keys import KeyRing
 from partner_memory.namespace_context import NamespaceContext
 from partner_memory.queries import MemoryQueries
+from partner_memory.recall.analysis_worker import summary_elsewhere
 from partner_memory.recall.analyze import RecallAnalysis
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.engine import RecallEngine
@@ -109,7 +110,10 @@ class MemoryRuntime:
         self._owns_store = owns_store
         self._idle_timer = idle_timer and self.settings.idle_check_interval_s > 0
         self._client = ChatClient(llm) if llm is not None else None
-        self.summarizer = SummarizerChain(self._summarizers(summarizers))
+        embeddings = embeddings or EmbeddingSettings()
+        self.summarizer = SummarizerChain(
+            self._summarizers(summarizers, handed_over=embeddings.analysis_worker)
+        )
         if compressor is not None and not callable(getattr(compressor, "compress", None)):
             raise InvalidInputError(
                 f"compressor has no compress(messages, meter) method: {type(compressor).__name__}"
@@ -127,7 +131,6 @@ class MemoryRuntime:
         self._closed = False
         #: How messages become recall rows: terms, and vectors from the embedder that
         #: `embeddings` chooses (the static model when not given).
-        embeddings = embeddings or EmbeddingSettings()
         self.analysis = RecallAnalysis(embeddings.embedder(), worker=embeddings.analysis_worker)
         where = recall_index or RecallIndexSettings()
         replicas = IndexReplicas(where.home(store.url), required=where.directory is not None)
@@ -149,7 +152,9 @@ class MemoryRuntime:
         #: the store's health, as gauges at each metrics collection, while this runs
         self._unwatch = health.watch(store)
 
-    def _summarizers(self, given: Sequence[MessageSummarizer] | None) -> list[MessageSummarizer]:
+    def _summarizers(
+        self, given: Sequence[MessageSummarizer] | None, *, handed_over: bool
+    ) -> list[MessageSummarizer]:
         if given is not None:
             if not isinstance(given, Sequence) or isinstance(given, str):
                 raise InvalidInputError(
@@ -165,7 +170,8 @@ class MemoryRuntime:
         chain: list[MessageSummarizer] = []
         if self._client is not None:
             chain.append(LLMSummarizer(self._client))
-        chain.append(ExtractiveSummarizer())
+        # the offline summary goes to the analysis worker when one runs (and is allowed)
+        chain.append(ExtractiveSummarizer(elsewhere=summary_elsewhere if handed_over else None))
         return chain
 
     def _compressor(self) -> MessageCompressor:

@@ -1,5 +1,6 @@
 """The analysis worker's own side (`analysis_worker` starts it): answer each pickled
-batch of messages on stdin with its recall rows on stdout, until end of input."""
+request on stdin (a batch's recall rows, or its offline summary) on stdout, until end
+of input."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import pickle
 import sys
 from typing import IO
 
-from partner_memory.recall.analysis_worker import WorkerSpec, received
+from partner_memory.recall.analysis_worker import Request, WorkerSpec, received
 from partner_memory.recall.analyze import RecallAnalysis
 from partner_memory.recall.embed import StaticEmbedder
+from partner_memory.rolling.summarize import ExtractiveSummarizer
 
 
 def _analysis(spec: WorkerSpec) -> RecallAnalysis:
@@ -42,19 +44,30 @@ def main() -> None:
     _answer(answers, answer)
     while True:
         try:
-            ticket, batch = pickle.load(questions)
+            ticket, request = pickle.load(questions)
         except EOFError:
             return
         try:
-            answer = (ticket, "ok", analysis.rows(received(batch)))
+            answer = (ticket, "ok", _answered(analysis, request))
         except Exception as exc:
             answer = (ticket, "failed", f"{type(exc).__name__}: {exc}")
         _answer(answers, answer)
 
 
+def _answered(analysis: RecallAnalysis, request: Request) -> object:
+    if request[0] == "rows":
+        return analysis.rows(received(request[1]))
+    if request[0] == "summary":
+        return ExtractiveSummarizer(int(request[1])).summarize_here(received(request[2]))
+    raise ValueError(f"unknown request {request[0]!r}")
+
+
 def _answer(answers: IO[bytes], answer: tuple[object, ...]) -> None:
-    pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
-    answers.flush()
+    try:
+        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.flush()
+    except BrokenPipeError:  # the parent is gone (it exited, or was killed): so is its work
+        os._exit(0)
 
 
 if __name__ == "__main__":

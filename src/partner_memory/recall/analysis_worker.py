@@ -1,4 +1,4 @@
-"""Recall analysis on a second core, for bulk work such as `ingest`.
+"""Recall analysis on a second core, for bulk work such as `ingest` and for busy services.
 
 Analysing a message (its terms, its static vector) is pure Python and holds
 the GIL, so in one process the indexer takes turns with the replay writing
@@ -8,6 +8,13 @@ lends the analysis a worker process instead, which makes the same rows from
 the same code and model while the replay goes on here; the replay hands it
 what it is about to record (`RecallAnalysis.prefetch`), so the rows are made
 before the index needs them.
+
+A service's rollings hand their rows over too, once this process has
+indexed `LIVE_WORKER_MIN_MESSAGES` messages live and has a core to spare:
+measured on one writer thread, analysis in the process cost each rolling's
+neighbouring turns about 1.5 ms of waiting for the GIL, a tenth of the
+writer's throughput; a process that rolls a few times and exits never
+starts a worker.
 
 The worker is one child process per parent and embedder, started on first
 use with `python -m partner_memory.recall.analysis_child` (not
@@ -39,6 +46,11 @@ log = logging.getLogger(__name__)
 
 #: What the worker needs to build its embedder: ("static", dimensions) or ("none",).
 WorkerSpec = tuple[Any, ...]
+#: What the worker is asked: ("rows", batch) or ("summary", max_chars, batch).
+Request = tuple[Any, ...]
+#: Messages a rolling's summary or rows need before they are handed over: fewer are
+#: made here in less time than the round trip takes.
+HAND_OVER_MIN_MESSAGES = 8
 #: A message as it crosses the pipe: (id, role, content, timestamp, metadata). Plain
 #: values pickle in C; a dataclass pickles field by field in Python, which cost the
 #: parent a tenth of a 60,000-message ingest.
@@ -66,10 +78,11 @@ class AnalysisWorker:
         self._lock = threading.Lock()  # the futures
         self._ready = threading.Event()
         self._broken = False
-        self._pending: dict[int, Future[list[RecallRow]]] = {}
+        #: what each ticket asked ("rows", "summary") and where its answer goes
+        self._pending: dict[int, tuple[str, Future[Any]]] = {}
         self._next = 0
-        self._answered = 0
-        self._outbox: queue.SimpleQueue[tuple[int, list[Sent]] | None] = queue.SimpleQueue()
+        self._answered = {"rows": 0, "summary": 0}
+        self._outbox: queue.SimpleQueue[tuple[int, Request] | None] = queue.SimpleQueue()
         try:
             self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [sys.executable, "-m", "partner_memory.recall.analysis_child"],
@@ -100,19 +113,33 @@ class AnalysisWorker:
     @property
     def answered(self) -> int:
         """Batches the worker has made rows for."""
-        return self._answered
+        return self._answered["rows"]
+
+    @property
+    def summarized(self) -> int:
+        """Summaries the worker has made."""
+        return self._answered["summary"]
 
     def submit(self, messages: Sequence[Message]) -> Future[list[RecallRow]] | None:
         """The rows of `messages`, to come; None when the worker is not ready or failed."""
+        return self._ask(("rows", sent(messages)), idle=False)
+
+    def summarize(self, messages: Sequence[Message], max_chars: int) -> Future[str] | None:
+        """`ExtractiveSummarizer(max_chars)`'s summary of `messages`, to come; None unless
+        the worker is ready and idle: batches are answered in order, and a rolling must not
+        wait behind an ingest's rows."""
+        return self._ask(("summary", max_chars, sent(messages)), idle=True)
+
+    def _ask(self, request: Request, *, idle: bool) -> Future[Any] | None:
         if self._broken or not self._ready.is_set():
             return None
-        future: Future[list[RecallRow]] = Future()
+        future: Future[Any] = Future()
         with self._lock:
-            if self._broken:
+            if self._broken or (idle and self._pending):
                 return None
             ticket, self._next = self._next, self._next + 1
-            self._pending[ticket] = future
-            self._outbox.put((ticket, sent(messages)))
+            self._pending[ticket] = (request[0], future)
+            self._outbox.put((ticket, request))
         return future
 
     def close(self) -> None:
@@ -157,9 +184,9 @@ class AnalysisWorker:
             while True:
                 ticket, status, value = pickle.load(self._from)
                 with self._lock:
-                    future = self._pending.pop(ticket)
+                    kind, future = self._pending.pop(ticket)
                 if status == "ok":
-                    self._answered += 1
+                    self._answered[kind] += 1
                     future.set_result(value)
                 else:
                     future.set_exception(WorkerFailed(value))
@@ -173,12 +200,12 @@ class AnalysisWorker:
             log.warning("recall analysis goes on in this process: its worker failed: %s", exc)
         self._broken = True
         pending, self._pending = self._pending, {}
-        for future in pending.values():
+        for _, future in pending.values():
             future.set_exception(WorkerFailed(f"the worker ended: {exc}"))
 
 
 class WorkerFailed(Exception):
-    """The worker could not make the rows (it said why, or it is gone)."""
+    """The worker could not answer (it said why, or it is gone)."""
 
 
 def _child_environment() -> dict[str, str]:
@@ -191,8 +218,12 @@ def _child_environment() -> dict[str, str]:
 
 _workers: dict[WorkerSpec, AnalysisWorker] = {}
 _workers_lock = threading.Lock()
-#: Messages of bulk work this process has announced (`worth_a_worker`).
-_announced = {"messages": 0}
+#: Messages of bulk work this process has announced (`worth_a_worker`), and messages
+#: its services' rollings have indexed (`live_worker`).
+_announced = {"messages": 0, "live": 0}
+#: Messages a service's rollings index in this process before they start the worker:
+#: five rollings of the default window, past a short script's work.
+LIVE_WORKER_MIN_MESSAGES = 300
 
 
 def worth_a_worker(messages: int | None, minimum: int) -> bool:
@@ -206,6 +237,31 @@ def worth_a_worker(messages: int | None, minimum: int) -> bool:
         return messages >= minimum or _announced["messages"] >= minimum
 
 
+def live_worker(spec: WorkerSpec, messages: int) -> AnalysisWorker | None:
+    """The worker for a service's rolling of `messages`, counting them: a running one, or
+    one started once this process's rollings have indexed `LIVE_WORKER_MIN_MESSAGES` and
+    another core can run it. None for a rolling too short to be worth handing over."""
+    if messages < HAND_OVER_MIN_MESSAGES:
+        return None
+    with _workers_lock:
+        worker = _workers.get(spec)
+        if worker is not None:
+            return worker
+        _announced["live"] += messages
+        if _announced["live"] < LIVE_WORKER_MIN_MESSAGES or usable_cores() < 2:
+            return None
+        worker = _workers[spec] = AnalysisWorker(spec)
+        return worker
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity, where the system tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
 def shared_worker(spec: WorkerSpec) -> AnalysisWorker:
     """This process's worker for `spec`, started on first use."""
     with _workers_lock:
@@ -213,6 +269,27 @@ def shared_worker(spec: WorkerSpec) -> AnalysisWorker:
         if worker is None:
             worker = _workers[spec] = AnalysisWorker(spec)
         return worker
+
+
+def summary_elsewhere(messages: Sequence[Message], max_chars: int) -> str | None:
+    """The offline summary of `messages`, made by a worker this process runs if one is
+    idle (`ExtractiveSummarizer.elsewhere`); None: make it here. Never starts one."""
+    if len(messages) < HAND_OVER_MIN_MESSAGES:
+        return None
+    worker = next(iter(started_workers()), None)
+    future = worker.summarize(messages, max_chars) if worker is not None else None
+    if future is None:
+        return None
+    try:
+        return str(future.result())
+    except WorkerFailed:
+        return None
+
+
+def started_workers() -> list[AnalysisWorker]:
+    """The workers this process has started (for every embedder)."""
+    with _workers_lock:
+        return list(_workers.values())
 
 
 def running_worker(spec: WorkerSpec) -> AnalysisWorker | None:
@@ -227,6 +304,6 @@ def close_workers() -> None:
     with _workers_lock:
         workers = list(_workers.values())
         _workers.clear()
-        _announced["messages"] = 0
+        _announced["messages"] = _announced["live"] = 0
     for worker in workers:
         worker.close()

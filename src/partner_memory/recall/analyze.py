@@ -215,6 +215,14 @@ class RecallAnalysis:
 
         return running_worker(spec)
 
+    def _live_worker(self, messages: int) -> AnalysisWorker | None:
+        spec = self._worker_spec()
+        if spec is None:
+            return None
+        from partner_memory.recall.analysis_worker import live_worker
+
+        return live_worker(spec, messages)
+
     def _worker_spec(self) -> WorkerSpec | None:
         if not self.worker:
             return None
@@ -242,10 +250,13 @@ class RecallAnalysis:
         return [(s, t, v) for (s, t), v in zip(analysed, vectors, strict=True)]
 
     def rows_later(self, messages: Sequence[Message]) -> Callable[[], list[RecallRow]] | None:
-        """Within `bulk`, `rows(messages)` started in the worker: how to get them (made
-        here if the worker fails). None when there is no worker to start them in."""
-        worker = self._worker()
-        if worker is None or not messages:
+        """`rows(messages)` started in the worker: how to get them (made here if the
+        worker fails). None when there is no worker to start them in: outside `bulk`,
+        one that a service's rollings have started (`analysis_worker.live_worker`)."""
+        if not messages:
+            return None
+        worker = self._worker() if self._bulk else self._live_worker(len(messages))
+        if worker is None:
             return None
         places = self._prefetched(messages)
         if places is None:
@@ -257,7 +268,9 @@ class RecallAnalysis:
 
         def result() -> list[RecallRow]:
             try:
-                made = [future.result()[i] for future, i in places]
+                futures = {id(f): f for f, _ in places}  # each batch's answer, once
+                batches = {key: f.result() for key, f in futures.items()}
+                made = [batches[id(future)][i] for future, i in places]
             except WorkerFailed:
                 return self.rows(messages)
             self._said(messages, made)

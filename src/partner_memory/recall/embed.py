@@ -222,8 +222,9 @@ class EmbeddingSettings:
 
     `PARTNER_MEMORY_EMBEDDINGS`: `static` (the default), `off`, or `endpoint` (also
     chosen by setting `PARTNER_MEMORY_EMBEDDINGS_BASE_URL`, with `..._MODEL` and
-    optionally `..._API_KEY`). `PARTNER_MEMORY_ANALYSIS_WORKER=off` keeps a bulk
-    ingest's analysis in its own process (`analysis_worker`)."""
+    optionally `..._API_KEY`). `PARTNER_MEMORY_ANALYSIS_WORKER=off` keeps an
+    ingest's or a busy service's analysis and summaries in its own process
+    (`analysis_worker`)."""
 
     kind: str = "static"
     base_url: str = ""

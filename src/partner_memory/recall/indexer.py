@@ -4,8 +4,9 @@ It follows the rolling log like any durable consumer, so its rows and its
 position commit together: a crash between a rolling and its indexing only
 delays the rows, and a search meanwhile reads the rolling from the log.
 Messages are analysed and embedded before the transaction (`prepare`), so
-an embeddings endpoint is never waited for with a lock held; `apply` hands
-the rows to the store as `IndexedMessages`.
+neither an embeddings endpoint nor the analysis worker (`analysis_worker`)
+is waited for with a lock held; `apply` hands the rows to the store as
+`IndexedMessages`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class RecallIndexer:
 
     def prepare(self, entries: Sequence[LogEntry]) -> None:
         self._prepared.prepare(entries)
+        # the rows of the batch about to be written are waited for here, not under the lock
+        self._prepared.settle(entries[:FOLLOW_BATCH])
 
     def apply(self, entry: LogEntry) -> Sequence[Staged]:
         return [IndexedMessages(self._prepared.take(entry), self.analysis.embedder_name)]

@@ -95,12 +95,25 @@ class PreparedWork(Generic[T]):
         with self._lock:  # what was prepared and is not seen again is dropped
             self._made = made
 
+    def settle(self, entries: Sequence[LogEntry]) -> None:
+        """Wait now for what was started elsewhere for `entries`, so that `take`, in the
+        consumer's transaction, finds it made instead of waiting with the lock held."""
+        for entry in entries:
+            key = (entry.namespace, entry.seq)
+            with self._lock:
+                found = self._made.get(key)
+            if found is None:
+                continue
+            value = found[1]()
+            with self._lock:
+                if self._made.get(key) is found:
+                    self._made[key] = (found[0], _given(value))
+
     def _start(self, entry: LogEntry) -> Callable[[], T]:
         result = self._later(entry) if self._later is not None else None
         if result is not None:
             return result
-        value = self._make(entry)
-        return lambda: value
+        return _given(self._make(entry))
 
     def take(self, entry: LogEntry) -> T:
         with self._lock:
@@ -108,6 +121,10 @@ class PreparedWork(Generic[T]):
         if found is not None and _same(found[0], entry):
             return found[1]()
         return self._make(entry)
+
+
+def _given(value: T) -> Callable[[], T]:
+    return lambda: value
 
 
 def _same(prepared: LogEntry, entry: LogEntry) -> bool:

@@ -12,7 +12,7 @@ import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import NamedTuple, Protocol
@@ -153,14 +153,30 @@ def _content_word(token: str) -> str | None:
 
 
 class ExtractiveSummarizer:
-    """Offline summary: the most informative sentences, in order, with who said them."""
+    """Offline summary: the most informative sentences, in order, with who said them.
+
+    `elsewhere`, if given, may make the same summary in another process (a service
+    hands it to its analysis worker, off the writers' GIL); None from it: made here."""
 
     name = "extractive"
 
-    def __init__(self, max_chars: int = 420) -> None:
+    def __init__(
+        self,
+        max_chars: int = 420,
+        *,
+        elsewhere: Callable[[Sequence[Message], int], str | None] | None = None,
+    ) -> None:
         self.max_chars = max_chars
+        self._elsewhere = elsewhere
 
     def summarize(self, messages: Sequence[Message], meter: UsageMeter) -> str:
+        if self._elsewhere is not None:
+            made = self._elsewhere(messages, self.max_chars)
+            if made is not None:
+                return made
+        return self.summarize_here(messages)
+
+    def summarize_here(self, messages: Sequence[Message]) -> str:
         reads = [_read(m.content) for m in messages]
         lang = language_of(sum(r.cjk for r in reads), sum(r.letters for r in reads))
         # (position, speaker, sentence)

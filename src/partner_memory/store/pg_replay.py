@@ -10,6 +10,13 @@ again, whole, on a fresh connection. `ReplayingCursor` does that, once,
 after the pool has swept its other dead connections. Once any answer
 arrived, a failure is the caller's as before; a connection the transaction
 deadline dropped is never retried (the server is stalled, not gone).
+
+A transaction that can say, afterwards, whether it committed (a turn: its
+messages are stored then) sends its COMMIT with its statements, in one
+round trip, and reads its last statement's row with it. If its connection
+dies in that round trip, the outcome is unknown; the cursor asks
+`committed` on a fresh connection and sends the transaction again only if it
+did not commit.
 """
 
 from __future__ import annotations
@@ -38,16 +45,31 @@ class _Attempt:
     def __init__(self) -> None:
         self._stack = ExitStack()
         self.conn: Connection | None = None
+        #: whether the last statement's row is read once the pipeline has synced
+        self._reading = False
+        self.last_row: Any = None
+        #: how the connection was when the attempt ended (the pool closes a dead one, the
+        #: watchdog forgets it): None while it is in use
+        self._ended: tuple[bool, bool] | None = None
 
-    def open(self, pool: psycopg_pool.ConnectionPool[Any], watch: Any) -> _Attempt:
+    def open(
+        self,
+        pool: psycopg_pool.ConnectionPool[Any],
+        watch: Any,
+        dropped: Callable[[Connection], bool],
+    ) -> _Attempt:
         """Enter it all; on failure the attempt stays to be ended by the caller. The
         connection is in autocommit mode and BEGIN is sent by hand, so it travels with
-        the transaction's first statements instead of costing a round trip of its own."""
+        the transaction's first statements instead of costing a round trip of its own.
+        The cursor outlives the pipeline: its last row can be read after the final sync."""
         conn = self.conn = self._stack.enter_context(pool.connection())
+        self._dropped = dropped
         self._stack.enter_context(watch(conn))
+        self._stack.push(self._note_end)  # before the watch and the pool let it go
         self._stack.callback(_rolled_back, conn)  # whatever ended the pipeline
-        self.pipeline = self._stack.enter_context(conn.pipeline())
         self.cursor = self._stack.enter_context(conn.cursor())
+        self._stack.push(self._read_last)
+        self.pipeline = self._stack.enter_context(conn.pipeline())
         self.cursor.execute(b"BEGIN READ ONLY" if conn.read_only else b"BEGIN")
         return self
 
@@ -59,6 +81,36 @@ class _Attempt:
             self._stack.close()
         else:
             self._stack.__exit__(type(exc), exc, exc.__traceback__)
+
+    def commit_reading_last(self) -> Any:
+        """Commit, and return the last statement's row, answered by the same sync: the
+        COMMIT goes on a cursor of its own, so that the row stays on this one."""
+        self._reading = True
+        try:
+            assert self.conn is not None  # opened
+            self.conn.execute(b"COMMIT")
+        except BaseException as exc:
+            self.end(exc)
+            raise
+        self._stack.close()
+        return self.last_row
+
+    def died(self) -> bool:
+        """Whether its connection died, and not because the deadline dropped it (a stalled
+        server is not waited for twice)."""
+        broken, stalled = self._ended or self._state()
+        return broken and not stalled
+
+    def _state(self) -> tuple[bool, bool]:
+        conn = self.conn
+        return (conn is not None and conn.broken, conn is not None and self._dropped(conn))
+
+    def _note_end(self, *_: object) -> None:
+        self._ended = self._state()
+
+    def _read_last(self, failed: type[BaseException] | None, *_: object) -> None:
+        if self._reading and failed is None:
+            self.last_row = self.cursor.fetchone()
 
 
 def _rolled_back(conn: Connection) -> None:
@@ -79,8 +131,15 @@ class ReplayingCursor:
         pool: psycopg_pool.ConnectionPool[Any],
         watch: Any,
         dropped: Callable[[Connection], bool],
+        committed: Callable[[], bool] | None = None,
     ) -> None:
         self._pool, self._watch, self._dropped = pool, watch, dropped
+        #: Whether this transaction committed, asked on another connection; given, the
+        #: COMMIT goes with the statements (`read_with_commit`).
+        self._committed = committed
+        #: The last statement's row, read with the COMMIT; None until then, or if the
+        #: connection died after the COMMIT took effect (read it again).
+        self.last_row: Any = None
         #: What was sent since the transaction began; None once anything was answered.
         self._sent: list[tuple[Any, Sequence[Any]]] | None = []
         self._retried = False
@@ -89,7 +148,7 @@ class ReplayingCursor:
     def _opened(self) -> _Attempt:
         attempt = _Attempt()
         try:
-            return attempt.open(self._pool, self._watch)
+            return attempt.open(self._pool, self._watch, self._dropped)
         except psycopg.OperationalError as exc:  # BEGIN found the connection dead
             return self._again(exc, attempt)
         except BaseException as exc:
@@ -126,20 +185,21 @@ class ReplayingCursor:
 
     def _again(self, exc: psycopg.OperationalError, failed: _Attempt) -> _Attempt:
         """A new attempt with everything sent so far, or `exc` when that is not safe."""
-        conn = failed.conn
-        safe = (
-            self._sent is not None
-            and not self._retried
-            and conn is not None
-            and conn.broken
-            and not self._dropped(conn)  # a stalled server: no second wait for it
-        )
+        self._may_retry(exc, failed)
+        log.info("a PostgreSQL connection died before any answer: sending the transaction again")
+        return self._resent()
+
+    def _may_retry(self, exc: psycopg.OperationalError, failed: _Attempt) -> None:
+        """End the failed attempt; raise `exc` unless its connection died before any
+        answer, for the first time, and not because the server stalled."""
+        safe = self._sent is not None and not self._retried and failed.died()
         failed.end(exc)
         if not safe:
             raise exc
         self._retried = True
-        log.info("a PostgreSQL connection died before any answer: sending the transaction again")
         self._pool.check()  # the outage left its other connections dead too
+
+    def _resent(self) -> _Attempt:
         attempt = self._opened()  # a failure to open now is not retried again
         try:
             for query, params in self._sent or ():
@@ -150,19 +210,44 @@ class ReplayingCursor:
         return attempt
 
     def end(self, exc: BaseException | None) -> None:
+        if exc is None and self._committed is not None:
+            self.read_with_commit(self._committed)
+            return
         if exc is None and self._sent is not None:
             # nothing was answered yet: hear from the server before the COMMIT, so a
             # connection found dead now is still one whose transaction can be sent again
             self._answered(lambda _: self._attempt.pipeline.sync())
         self._attempt.end(exc)
 
+    def read_with_commit(self, committed: Callable[[], bool]) -> None:
+        """Commit in the statements' round trip and keep the last one's row (`last_row`).
+        A connection that dies before answering anything leaves the outcome unknown:
+        `committed` tells, and only a transaction that did not commit is sent again (then
+        heard from before its COMMIT, as any other)."""
+        failed = self._attempt
+        try:
+            self.last_row = failed.commit_reading_last()
+            return
+        except psycopg.OperationalError as exc:
+            self._may_retry(exc, failed)
+            if committed():
+                log.info("a PostgreSQL connection died as its transaction committed")
+                return
+        log.info("a PostgreSQL connection died before any answer: sending the transaction again")
+        self._attempt = self._resent()
+        self._answered(lambda _: self._attempt.pipeline.sync())
+        self.last_row = self._attempt.commit_reading_last()
+
 
 @contextmanager
 def replaying(
-    pool: psycopg_pool.ConnectionPool[Any], watch: Any, dropped: Callable[[Connection], bool]
+    pool: psycopg_pool.ConnectionPool[Any],
+    watch: Any,
+    dropped: Callable[[Connection], bool],
+    committed: Callable[[], bool] | None = None,
 ) -> Iterator[ReplayingCursor]:
     """A transaction whose cursor replays as above; committed when the block ends."""
-    cursor = ReplayingCursor(pool, watch, dropped)
+    cursor = ReplayingCursor(pool, watch, dropped, committed)
     try:
         yield cursor
     except BaseException as exc:

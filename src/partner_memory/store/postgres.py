@@ -14,9 +14,9 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from partner_memory.errors import (
@@ -30,10 +30,10 @@ from partner_memory.store.defaults import DEFAULT_PG_DEADLINE
 from partner_memory.store.dialect import POSTGRESQL, Capability
 from partner_memory.store.durability import awaited
 from partner_memory.store.group_commit import CommitCounts
-from partner_memory.store.pg_replay import replaying
+from partner_memory.store.pg_replay import ReplayingCursor, replaying
 from partner_memory.store.schema import TEXT_TABLES
 from partner_memory.store.sql import SqlStore
-from partner_memory.store.sql_base import Cursor
+from partner_memory.store.sql_base import Answer, Cursor
 
 try:
     import psycopg
@@ -191,22 +191,34 @@ class PostgresStore(SqlStore):
         conn.read_only = self.read_only
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[Cursor]:
+    def _transaction(
+        self, *, write: bool, committed: Callable[[], bool] | None = None
+    ) -> Iterator[Cursor]:
         if write and self.read_only:
             raise ConfigurationError(f"database {self.url} is opened read-only")
         synced = awaited()
+        watchdog = self._watchdog
         with (
             self._translated(),
-            replaying(self._pool, self._watchdog.watching, self._watchdog.dropped) as cur,
+            replaying(self._pool, watchdog.watching, watchdog.dropped, committed) as cur,
         ):
-            yield cur
             if write and not synced:  # work behind the callers: the next awaited commit
                 cur.execute("SET LOCAL synchronous_commit TO off")  # flushes it; pipelined
+            yield cur
         if write:
             with self._counted:
                 self._commits += 1
                 if synced:
                     self._syncs += 1
+
+    @contextmanager
+    def _write_answered(self, committed: Callable[[], bool]) -> Iterator[tuple[Cursor, Answer]]:
+        """The statements, the COMMIT and the last statement's row in one round trip
+        (`ReplayingCursor.read_with_commit`)."""
+        answer = Answer()
+        with self._transaction(write=True, committed=committed) as cur:
+            yield cur, answer
+        answer.row = cast(ReplayingCursor, cur).last_row
 
     @property
     def commit_counts(self) -> CommitCounts:

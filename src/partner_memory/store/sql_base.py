@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from partner_memory.errors import NotFoundError
@@ -65,6 +66,15 @@ def values_clause(rows: int, columns: int) -> str:
     return ", ".join(["(" + ", ".join(["?"] * columns) + ")"] * rows)
 
 
+@dataclass
+class Answer:
+    """What the last statement of a `_write_answered` transaction answered: one row, or
+    None when the transaction is known to have committed but its answer was lost with
+    its connection (read it again)."""
+
+    row: Any = None
+
+
 class SqlBase(ABC):
     """Connection hooks a backend provides, and the helpers every query group shares."""
 
@@ -82,6 +92,18 @@ class SqlBase(ABC):
     @abstractmethod
     def _transaction(self, *, write: bool) -> AbstractContextManager[Cursor]:
         """A cursor inside one transaction, committed on success, driver errors translated."""
+
+    @contextmanager
+    def _write_answered(self, committed: Callable[[], bool]) -> Iterator[tuple[Cursor, Answer]]:
+        """A write transaction whose last statement's row is read once it has committed
+        (`Answer.row`). PostgreSQL sends the statements and the COMMIT in one round trip;
+        `committed` (asked on another connection) tells whether a transaction whose
+        connection died in that round trip committed. Here the row is read before the
+        commit, which changes nothing for a backend that waits for each statement."""
+        answer = Answer()
+        with self._transaction(write=True) as cur:
+            yield cur, answer
+            answer.row = cur.fetchone()
 
     def _rows(self, cur: Cursor) -> list[Any]:
         """The rows of the last statement; none for a statement that returns no rows."""

@@ -7,6 +7,7 @@ time. Nothing here is cached.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -27,6 +28,15 @@ T = TypeVar("T")
 ID_CHUNK = 500
 #: A namespace's id from its name (one `?`), for statements sent without waiting.
 _BY_NAME = "(SELECT id FROM namespaces WHERE name = ?)"
+#: The window's length after an append, and its newest interaction before the append's.
+_WINDOW_AFTER = (
+    "SELECT COUNT(*), MAX(CASE WHEN interaction < ? THEN interaction END)"
+    f" FROM trajectory WHERE namespace_id = {_BY_NAME}"
+)
+
+
+def _nothing_stored() -> bool:
+    return False
 
 
 def chunks(items: Sequence[T], size: int = ID_CHUNK) -> Iterable[Sequence[T]]:
@@ -140,11 +150,19 @@ class WindowSql(SqlBase):
         fresh_ids: bool,
     ) -> WindowAppend:
         # Every statement names the namespace by a subquery and nothing is read
-        # back until the last one, so PostgreSQL pipelines the whole append into
-        # one round trip (plus the commit). No row is updated: recorders of one
-        # namespace do not queue behind each other's commits. A missing
-        # namespace fails the insert.
-        with self._transaction(write=True) as cur:
+        # back until the last one, after the commit, so PostgreSQL sends the whole
+        # append and its COMMIT in one round trip; if the connection dies in it, the
+        # first message's presence tells whether the append committed (a forget of
+        # it in the moment between would be read as "not committed"). No row is
+        # updated: recorders of one namespace do not queue behind each other's
+        # commits. A missing namespace fails the insert.
+        committed = (
+            functools.partial(self._stores_message, namespace, messages[0].id)
+            if messages
+            else _nothing_stored  # an empty append, sent twice, changes nothing more
+        )
+        counted = (-1 if last_interaction is None else last_interaction, namespace)
+        with self._write_answered(committed) as (cur, answer):
             if self.dialect.window_lock:
                 self._run(cur, self.dialect.window_lock, (namespace,))
             if not fresh_ids:  # a rolling would skip a stored id: the message would be lost
@@ -163,13 +181,24 @@ class WindowSql(SqlBase):
             insert_trajectory(
                 self, cur, (_BY_NAME, namespace), messages, structured, interaction=last_interaction
             )
-            row = self._run(
+            self._run(cur, _WINDOW_AFTER, counted)
+        row = answer.row
+        if row is None:  # committed, but the answer was lost with the connection
+            with self._transaction(write=False) as cur:
+                row = self._run(cur, _WINDOW_AFTER, counted).fetchone()
+        return WindowAppend(int(row[0]), None if row[1] is None else int(row[1]))
+
+    def _stores_message(self, namespace: str, message_id: str) -> bool:
+        """Whether the namespace holds `message_id`, in its window or in a unit."""
+        with self._transaction(write=False) as cur:
+            held = self._run(
                 cur,
-                "SELECT COUNT(*), MAX(CASE WHEN interaction < ? THEN interaction END)"
-                f" FROM trajectory WHERE namespace_id = {_BY_NAME}",
-                (-1 if last_interaction is None else last_interaction, namespace),
+                f"SELECT 1 FROM trajectory WHERE namespace_id = {_BY_NAME} AND message_id = ?",
+                (namespace, message_id),
             ).fetchone()
-            return WindowAppend(int(row[0]), None if row[1] is None else int(row[1]))
+            return held is not None or bool(
+                self._messages_among(cur, [message_id], "m.message_id", _BY_NAME, namespace)
+            )
 
     def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None:
         with self._transaction(write=True) as cur:

@@ -1,8 +1,10 @@
 """Where one writer's time goes on SQLite: ours by layer, beside OpenAI's SQLiteSession.
 
-1. Turns/s of one writer thread (150 turns, a fresh file each run), the
-   variants taking turns within each round, so that each round's ratio to
-   SQLiteSession compares runs made under the same load:
+1. Turns/s of one writer thread (150 turns, a fresh file each run, warmed
+   alike for every system: `writers.WARM_TURNS`, past which our process runs
+   its analysis worker), the variants taking turns within each round, so
+   that each round's ratio to SQLiteSession compares runs made under the
+   same load:
    - partner-memory, the whole service (rollings every 30 turns, offline
      summaries, the recall index);
    - the same without the recall index (a service that registers no

@@ -248,10 +248,8 @@ def live_worker(spec: WorkerSpec, messages: int) -> AnalysisWorker | None:
         if worker is not None:
             return worker
         _announced["live"] += messages
-        if _announced["live"] < LIVE_WORKER_MIN_MESSAGES or usable_cores() < 2:
-            return None
-        worker = _workers[spec] = AnalysisWorker(spec)
-        return worker
+        due = _announced["live"] >= LIVE_WORKER_MIN_MESSAGES
+    return shared_worker(spec) if due and usable_cores() >= 2 else None
 
 
 def usable_cores() -> int:

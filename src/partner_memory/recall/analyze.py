@@ -268,9 +268,9 @@ class RecallAnalysis:
 
         def result() -> list[RecallRow]:
             try:
-                futures = {id(f): f for f, _ in places}  # each batch's answer, once
-                batches = {key: f.result() for key, f in futures.items()}
-                made = [batches[id(future)][i] for future, i in places]
+                # each batch's answer, asked once
+                batches = {f: f.result() for f in dict.fromkeys(f for f, _ in places)}
+                made = [batches[future][i] for future, i in places]
             except WorkerFailed:
                 return self.rows(messages)
             self._said(messages, made)

@@ -172,7 +172,10 @@ class AnalysisWorker:
                 self._to.close()
 
     def _send(self, value: object) -> None:
-        pickle.dump(value, self._to, protocol=pickle.HIGHEST_PROTOCOL)
+        # pickled whole, then written in one call: pickled into the pipe, each full buffer
+        # let go of the GIL and waited a switch interval (5 ms) to get it back from a
+        # busy replay, which the worker spent waiting for its batch
+        self._to.write(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         self._to.flush()
 
     def _read(self) -> None:

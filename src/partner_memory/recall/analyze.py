@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from functools import cache, lru_cache
 from itertools import chain
 from typing import TYPE_CHECKING
 
+from partner_memory.ascii_text import alnum_runs
 from partner_memory.errors import EmbeddingRejected, LLMError
 from partner_memory.model import Message
 from partner_memory.recall.embed import (
@@ -94,15 +96,9 @@ def _cjk_words(run: str) -> list[str]:
 def terms(text: str) -> list[str]:
     """The index terms of `text`, in order, repeats kept (they count)."""
     lowered = text.lower()
-    if lowered.isascii():  # its tokens are the runs of [a-z0-9]: split in C, not matched
-        tokens = lowered.translate(_ASCII_GAPS).split()
-    else:
-        tokens = _TOKEN.findall(lowered)
+    # an ASCII text's tokens are its runs of [a-z0-9]: cut in C, not matched
+    tokens = alnum_runs(lowered) if lowered.isascii() else _TOKEN.findall(lowered)
     return list(chain.from_iterable(map(_token_terms, tokens)))
-
-
-#: Every ASCII character but a letter or a digit, as a space.
-_ASCII_GAPS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
 
 
 @lru_cache(maxsize=1 << 17)
@@ -296,6 +292,9 @@ class RecallAnalysis:
                 if not self._bulk:
                     return False
                 self._early.update((m.id, (m, future, i)) for i, m in enumerate(batch))
+        # let the thread sending them take the GIL now, rather than after this thread's
+        # switch interval: the worker would wait that long (5 ms) for its first batch
+        time.sleep(0)
         return True
 
     def _prefetched(

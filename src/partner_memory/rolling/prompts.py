@@ -7,10 +7,10 @@ paragraph in the agent's own first-person voice.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
+from partner_memory.ascii_text import letters as ascii_letters
 from partner_memory.model import Message
 
 TAG_NOTES = {
@@ -52,10 +52,6 @@ COMPRESS_SYSTEM = {
 }
 
 
-#: Deletes ASCII letters: an ASCII text's letters are counted by what this removes.
-_ASCII_LETTERS = str.maketrans("", "", string.ascii_letters)
-
-
 def language(texts: Sequence[str]) -> str:
     """'zh' when most letters are CJK, else 'en'."""
     counts = [letter_counts(text) for text in texts]
@@ -70,7 +66,7 @@ def language_of(cjk: int, letters: int) -> str:
 def letter_counts(text: str) -> tuple[int, int]:
     """(CJK characters, letters) of `text`, CJK counted among the letters."""
     if text.isascii():  # no CJK, and its letters counted in C, not char by char
-        return 0, len(text) - len(text.translate(_ASCII_LETTERS))
+        return 0, ascii_letters(text)
     cjk = letters = 0
     for ch in text:
         if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf":

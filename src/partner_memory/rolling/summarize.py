@@ -14,10 +14,11 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, filterfalse
 from typing import NamedTuple, Protocol
 
 from partner_memory import markers as r11
+from partner_memory.ascii_text import alnum_runs
 from partner_memory.model import Message, check_text
 from partner_memory.rolling.llm import ChatClient, LLMError, UsageMeter
 from partner_memory.rolling.prompts import language_of, letter_counts, summary_messages
@@ -134,12 +135,33 @@ _read_kept = functools.lru_cache(maxsize=1 << 16)(_read_now)
 
 
 def _segment(text: str) -> tuple[str, ...]:
-    """A sentence's content words."""
+    """A sentence's content words.
+
+    jieba cuts each run of `[A-Za-z0-9+#&._%-]` on its own; a run of letters and
+    digits, with or without dots after it, it cuts into that run and the dots. So
+    an ASCII sentence without `+#&_%-` and without a dot before a letter or digit
+    has the runs of letters and digits for words, found in C without segmenting it
+    (94 % of LoCoMo's sentences; the same words as jieba's on every one of them and on
+    random text, `tests/test_text_cutting.py`)."""
+    if text.isascii() and _JIEBA_CUTS.search(text) is None:
+        # lower-cased, all of them words (`_content_word` in C): the stop words and numbers out
+        return tuple(
+            filterfalse(str.isdigit, filterfalse(_STOPWORDS.__contains__, alnum_runs(text.lower())))
+        )
+    return _jieba_words(text)
+
+
+def _jieba_words(text: str) -> tuple[str, ...]:
+    """`text`'s content words as jieba segments it."""
     # imported on first use: loading the segmenter's dictionary takes ~90 ms, which
     # commands that only read memory should not pay at start-up
     import rjieba
 
     return tuple(filter(None, map(_content_word, rjieba.cut(text))))
+
+
+#: What makes jieba cut an ASCII sentence otherwise than into runs of letters and digits.
+_JIEBA_CUTS = re.compile(r"[+#&_%\-]|\.[A-Za-z0-9]")
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -1,0 +1,26 @@
+"""ASCII text cut and counted in C.
+
+`bytes.translate` maps through a 256-byte table; `str.translate` looks every
+character up in a dict, and took two to three times as long on the short
+texts of a conversation, which the summariser and the recall index cut by the
+thousand a second.
+"""
+
+from __future__ import annotations
+
+import string
+
+#: Every byte but an ASCII letter or digit, as a space.
+_GAPS = bytes(b if chr(b) in string.ascii_letters + string.digits else 32 for b in range(256))
+_LETTERS = string.ascii_letters.encode()
+
+
+def alnum_runs(text: str) -> list[str]:
+    """The runs of letters and digits of an ASCII `text`, in order."""
+    return text.encode("ascii").translate(_GAPS).decode("ascii").split()
+
+
+def letters(text: str) -> int:
+    """How many ASCII letters an ASCII `text` holds."""
+    raw = text.encode("ascii")
+    return len(raw) - len(raw.translate(None, _LETTERS))

@@ -1,9 +1,9 @@
 """ASCII text cut and counted in C.
 
 `bytes.translate` maps through a 256-byte table; `str.translate` looks every
-character up in a dict, and took two to three times as long on the short
-texts of a conversation, which the summariser and the recall index cut by the
-thousand a second.
+character up in a dict, and took about twice as long (13-15 ms against 7.5 ms
+for LoCoMo's 8,518 sentences) on the short texts of a conversation, which the
+summariser and the recall index cut by the thousand a second.
 """
 
 from __future__ import annotations

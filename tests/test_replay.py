@@ -271,6 +271,11 @@ def test_reused_or_conflicting_ids_name_the_line(sqlite_store: MemoryStore, tmp_
         (b'{"role": "user", "content": "x", "timestamp": 100000000000000000000}\n', "between 1970"),
         (b"[" * 100_000 + b"\n", "nested too deeply"),
         (b'{"role": "user", "content": "x", "id": ["list"]}\n', "'id' must be a string"),
+        (b'{"role": "user", "content": "x\\ud800"}\n', "content is not valid Unicode text"),
+        (
+            b'{"role": "user", "content": "x", "metadata": {"a": "\\udfff"}}\n',
+            "metadata is not valid Unicode text",
+        ),
     ],
 )
 def test_hostile_jsonl_is_one_clear_error(tmp_path: Path, text: bytes, problem: str) -> None:
@@ -305,6 +310,12 @@ def test_hostile_jsonl_is_one_clear_error(tmp_path: Path, text: bytes, problem: 
                 {"speaker": "A", "text": "x", "dia_id": "D1"},
                 {"speaker": "B", "text": "y", "dia_id": "D1"},
             ],
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+        },
+        {
+            "speaker_a": "A",
+            "speaker_b": "B",
+            "session_1": [{"speaker": "A", "text": "x", "dia_id": "D1:\ud800"}],
             "session_1_date_time": "1:56 pm on 8 May, 2023",
         },
     ],

@@ -11,6 +11,7 @@ ids repeated within a transcript are refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -20,12 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from partner_memory import markers
+from partner_memory import json_text, markers
 from partner_memory.errors import InvalidInputError
 from partner_memory.model import ROLES, Message
 
 Format = Literal["auto", "jsonl", "locomo"]
 _ID_NAMESPACE = uuid.UUID("3b0b7a52-37a4-4bd6-9f0e-1d6f4f3c2a10")
+_ID_PREFIX = _ID_NAMESPACE.bytes
 _SESSION = re.compile(r"^session_(\d+)$")
 #: Turns of one LoCoMo session are this far apart, so they keep their session's date.
 LOCOMO_TURN_GAP_MS = 1000
@@ -48,12 +50,28 @@ class Transcript:
 
 
 def _derived(name: str, key: str) -> str:
-    return str(uuid.uuid5(_ID_NAMESPACE, f"{name}\x1f{key}"))
+    return _uuid5(f"{name}\x1f{key}", f"{name}: dia_id {key!r}")
 
 
 def _chained(previous: str, role: str, content: str, timestamp: int | None) -> str:
     """An id from the message and the id before it: equal only for equal conversations."""
-    return str(uuid.uuid5(_ID_NAMESPACE, f"{previous}\x1f{role}\x1f{timestamp}\x1f{content}"))
+    return _uuid5(f"{previous}\x1f{role}\x1f{timestamp}\x1f{content}", "message content")
+
+
+def _uuid5(name: str, what: str) -> str:
+    """`str(uuid.uuid5(_ID_NAMESPACE, name))`, without building a UUID object: a third
+    of the time (2.4 us against 6.9 us here), where it was a third of reading a
+    transcript of JSON Lines. Raises InvalidInputError, naming `what`, for text that is
+    not Unicode (a lone surrogate, which JSON can escape)."""
+    try:
+        data = name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{what} is not valid Unicode text: {exc.reason}") from None
+    digest = bytearray(hashlib.sha1(_ID_PREFIX + data).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _timestamp(value: Any, where: str) -> int | None:
@@ -94,7 +112,7 @@ def parse_jsonl(text: str, name: str) -> Transcript:
             continue
         where = f"{name} line {number}"
         try:
-            item = json.loads(line)
+            item = json_text.loads(line)
         except (json.JSONDecodeError, RecursionError) as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
             raise InvalidInputError(f"{where}: invalid JSON: {reason}") from None

@@ -70,6 +70,14 @@ CASES: list[tuple[str, Case, type[PartnerMemoryError], str]] = [
     ("NUL in a turn", lambda m: m.record_turn("a\x00b", "ok"), InvalidInputError, "NUL"),
     ("lone surrogate", lambda m: m.record_turn("a\ud800", "ok"), InvalidInputError, "Unicode"),
     (
+        "lone surrogate in metadata",
+        lambda m: m.record_messages(
+            [Message(role="user", content="x", metadata={"tags": ["a\ud800"]})]
+        ),
+        InvalidInputError,
+        "metadata is not valid Unicode",
+    ),
+    (
         "negative turn time",
         lambda m: m.record_turn("a", "b", timestamp=-5),
         InvalidInputError,

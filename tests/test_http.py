@@ -128,6 +128,15 @@ def test_bad_requests_are_4xx_naming_the_problem(server: Server) -> None:
         assert nul.status_code == 422
         assert "user_input" in nul.json()["error"]["message"] or "NUL" in nul.text
         assert client.post(f"/v1/namespaces/{NS}/recall", content=b"{").status_code == 422
+        window = client.get(f"/v1/namespaces/{NS}/window").json()
+        surrogate = client.post(  # JSON may escape one; no backend can store it
+            f"/v1/namespaces/{NS}/messages",
+            content=b'{"messages": [{"role": "user", "content": "a", "metadata": {"k": "\\ud800"}}]}',
+            headers={"content-type": "application/json"},
+        )
+        assert surrogate.status_code == 422
+        assert "metadata is not valid Unicode" in surrogate.json()["error"]["message"]
+        assert client.get(f"/v1/namespaces/{NS}/window").json() == window
         unknown = client.get("/v1/namespaces/nobody/window")
         assert unknown.status_code == 404
         assert unknown.json()["error"]["message"] == "namespace 'nobody' not found"

@@ -244,12 +244,8 @@ def dump_metadata(metadata: dict[str, Any]) -> str:
         text = _METADATA_JSON.encode(metadata)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"message metadata is not JSON-serialisable: {exc}") from None
-    try:  # a lone surrogate is written as itself, which no backend can store
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        reason = exc.reason
-        raise InvalidInputError(f"message metadata is not valid Unicode text: {reason}") from None
-    return text
+    # a lone surrogate is written as itself, which no backend can store (NUL is escaped)
+    return check_text(text, "message metadata")
 
 
 def load_metadata(text: str | None) -> dict[str, Any]:

@@ -93,6 +93,94 @@ def test_calls_right_after_a_restart_succeed_and_write_once(pg_url: str) -> None
         proxy.close()
 
 
+def test_a_turn_right_after_a_restart_is_recorded_once(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A turn is one statement of its own (no BEGIN): one sent on a connection the outage
+    killed is found not stored and sent again, once."""
+    import logging
+
+    from partner_memory.memory import PartnerMemory
+
+    caplog.set_level(logging.INFO, logger="partner_memory.store.pg_replay")
+    proxy, url = _proxied(pg_url)
+    store = open_store(url)
+    memory = PartnerMemory(store, "ns")
+    try:
+        for round_ in range(3):
+            memory.record_turn(f"before {round_}", "ok")
+            proxy.cut()
+            memory.record_turn(f"after {round_}", "ok")
+        contents = _contents(store, "ns")
+        assert len(contents) == 12
+        assert [c.split()[-2:] for c in contents[::2]] == [
+            [when, str(r)] for r in range(3) for when in ("before", "after")
+        ]
+        resent = [r for r in caplog.records if "sending the statement again" in r.message]
+        assert len(resent) == 3  # each first turn after a cut met a dead connection
+    finally:
+        memory.close()
+        store.close()
+        proxy.close()
+
+
+def test_refused_writes_leave_the_connection_usable(pg_url: str) -> None:
+    """The server skips the rest of a pipeline after a refused statement, whatever psycopg
+    meant to prepare there included: refusals at every point of psycopg's preparing
+    threshold leave each statement working on the store's one connection."""
+    from partner_memory.errors import InvalidInputError, NotFoundError
+    from partner_memory.memory import PartnerMemory
+    from partner_memory.testing.helpers import messages
+
+    store = PostgresStore(pg_url, min_connections=1, max_connections=1)
+    memory = PartnerMemory(store, "ns")
+    try:
+        for round_ in range(12):
+            with pytest.raises(NotFoundError):
+                store.append_trajectory("nope", messages(1), last_interaction=round_)
+            turn = memory.record_turn(f"question {round_}", "answer")
+            with pytest.raises(InvalidInputError):
+                store.append_trajectory("ns", [turn.user])
+            assert store.append_trajectory("ns", messages(1, f"m{round_}")).length == 3 * (
+                round_ + 1
+            )
+    finally:
+        memory.close()
+        store.close()
+
+
+def test_a_turn_behind_the_callers_does_not_wait_for_the_wal_flush(pg_url: str) -> None:
+    """The one statement of a turn turns synchronous_commit off for its own transaction
+    when no caller waits for it, and leaves the connection's setting alone."""
+    import psycopg
+
+    from partner_memory.memory import PartnerMemory
+    from partner_memory.store.durability import behind_the_caller
+    from partner_memory.store.postgres import _APPEND_WINDOW
+
+    store = PostgresStore(pg_url, min_connections=1, max_connections=1)
+    memory = PartnerMemory(store, "ns")
+    try:
+        memory.record_turn("first", "awaited")
+        before = store.commit_counts
+        with behind_the_caller():
+            memory.record_turn("second", "behind")
+        after = store.commit_counts
+        assert (after.commits - before.commits, after.syncs - before.syncs) == (1, 0)
+        assert len(_contents(store, "ns")) == 4
+        with psycopg.connect(pg_url) as conn:  # not autocommit: the call's transaction stays
+            row = conn.execute(
+                _APPEND_WINDOW, ("ns", [], [], [], [], [], [], None, False, -1, True)
+            ).fetchone()
+            assert row == (4, None)
+            assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
+            conn.rollback()
+            assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    finally:
+        memory.close()
+        store.close()
+
+
 def test_a_stalled_connection_fails_at_the_deadline(pg_url: str) -> None:
     """A server that stops answering fails the call at the deadline instead of hanging it."""
     import time

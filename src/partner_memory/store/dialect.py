@@ -109,7 +109,8 @@ POSTGRESQL = Dialect(
     now_ms="CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
     # Identity values are handed out at insert, not at commit: two recorders may
     # commit window rows out of their key order, so a rolling's snapshot waits
-    # for every append in flight before it reads the window.
+    # for every append in flight before it reads the window. (The schema's
+    # `pm_append_window` takes the same lock: keep the key the same there.)
     window_lock="SELECT pg_advisory_xact_lock_shared(1347571789, CAST(id AS INTEGER))"
     " FROM namespaces WHERE name = ?",
     window_snapshot_lock="SELECT pg_advisory_xact_lock(1347571789, CAST(? AS INTEGER))",

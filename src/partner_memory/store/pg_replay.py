@@ -16,7 +16,8 @@ messages are stored then) sends its COMMIT with its statements, in one
 round trip, and reads its last statement's row with it. If its connection
 dies in that round trip, the outcome is unknown; the cursor asks
 `committed` on a fresh connection and sends the transaction again only if it
-did not commit.
+did not commit. A single statement that is a transaction of its own
+(`autocommitted`) is treated the same way.
 """
 
 from __future__ import annotations
@@ -116,10 +117,26 @@ class _Attempt:
 def _rolled_back(conn: Connection) -> None:
     """Leave no transaction open on a connection going back to the pool (a failed
     statement, or a COMMIT that never ran); a broken connection is the pool's to drop."""
-    if conn.broken or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+    status = conn.info.transaction_status
+    if conn.broken or status == psycopg.pq.TransactionStatus.IDLE:
         return
     with contextlib.suppress(psycopg.Error):
         conn.execute(b"ROLLBACK")
+    if status == psycopg.pq.TransactionStatus.INERROR:
+        _forget_prepared(conn)
+
+
+def _forget_prepared(conn: Connection) -> None:
+    """After the server refused a statement of a pipeline, it skipped the rest of it,
+    the Parse of any statement psycopg (3.3) chose to prepare there included, yet psycopg
+    records that statement as prepared: every later use of it on this connection would
+    fail ("prepared statement _pg3_9 does not exist"), a COMMIT's too. So its record is
+    cleared, as psycopg clears it itself after the first ROLLBACK it sees; the next
+    statement deallocates them all on the server, and what is used again is prepared
+    again."""
+    prepared = getattr(conn, "_prepared", None)
+    if prepared is not None:
+        prepared.clear()
 
 
 class ReplayingCursor:
@@ -254,3 +271,32 @@ def replaying(
         cursor.end(exc)
         raise
     cursor.end(None)
+
+
+def autocommitted(
+    pool: psycopg_pool.ConnectionPool[Any],
+    watch: Any,
+    dropped: Callable[[Connection], bool],
+    query: Any,
+    params: Sequence[Any],
+    *,
+    committed: Callable[[], bool],
+) -> Any:
+    """The row of one statement run as its own transaction (the pool's connections
+    autocommit): sent, committed and answered in one round trip, with no BEGIN or COMMIT.
+    If its connection dies before the answer (and not because the deadline dropped it),
+    `committed`, asked on a fresh connection, tells whether it took effect: None then
+    (the answer was lost), else the statement is sent once more."""
+    for retry in (False, True):
+        with pool.connection() as conn, watch(conn):
+            try:
+                return conn.execute(query, params).fetchone()
+            except psycopg.OperationalError:
+                if retry or not conn.broken or dropped(conn):
+                    raise
+        pool.check()  # the outage left its other connections dead too
+        if committed():
+            log.info("a PostgreSQL connection died as its statement committed")
+            return None
+        log.info("a PostgreSQL connection died before any answer: sending the statement again")
+    raise AssertionError("the second attempt returned or raised")

@@ -75,6 +75,37 @@ _ITEMS = """CREATE TABLE items (
     PRIMARY KEY (namespace, item_key)
 )"""
 
+#: Step 13's function: `sql_window._append_window`'s transaction, as one call (the
+#: shared window lock, the structured prompts dropped, the rows inserted from column
+#: arrays, and the window's length and newest interaction before `before_at` after it).
+#: A missing namespace fails the insert, as the statements would.
+_APPEND_WINDOW = """CREATE OR REPLACE FUNCTION pm_append_window(
+    ns TEXT, ids TEXT[], roles TEXT[], contents TEXT[], stamps BIGINT[], metas TEXT[],
+    flags INTEGER[], interaction_at BIGINT, drop_structured BOOLEAN, before_at BIGINT,
+    relaxed BOOLEAN
+) RETURNS TABLE (window_length BIGINT, last_before BIGINT)
+LANGUAGE plpgsql VOLATILE AS $pm$
+DECLARE
+    nid BIGINT;
+BEGIN
+    IF relaxed THEN  -- work behind the callers: its commit need not wait for the flush
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    SELECT n.id INTO nid FROM namespaces n WHERE n.name = ns;
+    IF nid IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock_shared(1347571789, CAST(nid AS INTEGER));
+    END IF;
+    IF drop_structured THEN
+        DELETE FROM trajectory t WHERE t.namespace_id = nid AND t.structured = 1;
+    END IF;
+    INSERT INTO trajectory (namespace_id, message_id, role, content, timestamp, metadata,
+                            structured, interaction)
+        SELECT nid, r.*, interaction_at FROM unnest(ids, roles, contents, stamps, metas, flags) r;
+    RETURN QUERY SELECT COUNT(*), MAX(CASE WHEN t.interaction < before_at THEN t.interaction END)
+        FROM trajectory t WHERE t.namespace_id = nid;
+END
+$pm$"""
+
 MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
     (
         """CREATE TABLE namespaces (
@@ -368,4 +399,7 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         " WHERE message_id IS NOT NULL",
         "CREATE INDEX items_expiring ON items (expires_at) WHERE expires_at IS NOT NULL",
     ),
+    # Step 13: PostgreSQL appends a turn to the window in one statement, run as its own
+    # transaction: no BEGIN, no COMMIT, a third of the client's work per turn.
+    (PerBackend(sqlite=SKIP, postgresql=_APPEND_WINDOW),),
 )

@@ -8,8 +8,8 @@ time. Nothing here is cached.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from partner_memory.errors import (
     ConflictError,
@@ -53,8 +53,26 @@ def _rolled_for(value: int | None) -> int | None:
     return None if value is None or int(value) < 0 else int(value)
 
 
+class WindowWrite(NamedTuple):
+    """One append to a namespace's window, as `append_trajectory` was given it."""
+
+    namespace: str
+    messages: Sequence[Message]
+    last_interaction: int | None
+    structured: Collection[str]
+    drop_structured: bool
+
+    @property
+    def counted(self) -> tuple[int, str]:
+        """`_WINDOW_AFTER`'s parameters: interactions before this one's, in its namespace."""
+        return (-1 if self.last_interaction is None else self.last_interaction, self.namespace)
+
+
 class WindowSql(SqlBase):
     """Trajectory, activity and rolling-lease verbs of `MemoryStore`."""
+
+    #: Whether the backend appends fresh messages in one statement (`_append_call`).
+    appends_in_one_call = False
 
     # -- the window ----------------------------------------------------------------
 
@@ -121,11 +139,7 @@ class WindowSql(SqlBase):
         refuse_repeated_ids(ids, "batch")
         try:
             return self._append_window(
-                namespace,
-                messages,
-                last_interaction=last_interaction,
-                structured=structured,
-                drop_structured=drop_structured,
+                WindowWrite(namespace, messages, last_interaction, structured, drop_structured),
                 fresh_ids=fresh_ids,
             )
         except (ConflictError, StorageUnavailableError):
@@ -139,29 +153,35 @@ class WindowSql(SqlBase):
                 raise
             raise InvalidInputError(f"message id {again!r} is already in the trajectory") from None
 
-    def _append_window(
-        self,
-        namespace: str,
-        messages: Sequence[Message],
-        *,
-        last_interaction: int | None,
-        structured: Collection[str],
-        drop_structured: bool,
-        fresh_ids: bool,
-    ) -> WindowAppend:
-        # Every statement names the namespace by a subquery and nothing is read
-        # back until the last one, after the commit, so PostgreSQL sends the whole
-        # append and its COMMIT in one round trip; if the connection dies in it, the
-        # first message's presence tells whether the append committed (a forget of
-        # it in the moment between would be read as "not committed"). No row is
-        # updated: recorders of one namespace do not queue behind each other's
-        # commits. A missing namespace fails the insert.
+    def _append_window(self, write: WindowWrite, *, fresh_ids: bool) -> WindowAppend:
+        # If the connection dies with the append in flight, the first message's
+        # presence tells whether it committed (a forget of it in the moment between
+        # would be read as "not committed"). No row is updated: recorders of one
+        # namespace do not queue behind each other's commits. A missing namespace
+        # fails the insert.
         committed = (
-            functools.partial(self._stores_message, namespace, messages[0].id)
-            if messages
+            functools.partial(self._stores_message, write.namespace, write.messages[0].id)
+            if write.messages
             else _nothing_stored  # an empty append, sent twice, changes nothing more
         )
-        counted = (-1 if last_interaction is None else last_interaction, namespace)
+        if fresh_ids and self.appends_in_one_call:
+            row = self._append_call(write, committed)
+        else:
+            row = self._append_statements(write, committed, fresh_ids=fresh_ids)
+        if row is None:  # committed, but the answer was lost with the connection
+            with self._transaction(write=False) as cur:
+                row = self._run(cur, _WINDOW_AFTER, write.counted).fetchone()
+        return WindowAppend(int(row[0]), None if row[1] is None else int(row[1]))
+
+    def _append_statements(
+        self, write: WindowWrite, committed: Callable[[], bool], *, fresh_ids: bool
+    ) -> Any:
+        """The append as a transaction of statements; the window's length and newest
+        interaction before the append's, or None if that answer was lost. Every
+        statement names the namespace by a subquery and nothing is read back until the
+        last one, after the commit, so PostgreSQL sends them all and the COMMIT in one
+        round trip."""
+        namespace, messages = write.namespace, write.messages
         with self._write_answered(committed) as (cur, answer):
             if self.dialect.window_lock:
                 self._run(cur, self.dialect.window_lock, (namespace,))
@@ -172,21 +192,27 @@ class WindowSql(SqlBase):
                     raise InvalidInputError(
                         f"message id {stored[0][0]!r} is already stored in namespace {namespace!r}"
                     )
-            if drop_structured:
+            if write.drop_structured:
                 self._run(
                     cur,
                     f"DELETE FROM trajectory WHERE namespace_id = {_BY_NAME} AND structured = 1",
                     (namespace,),
                 )
             insert_trajectory(
-                self, cur, (_BY_NAME, namespace), messages, structured, interaction=last_interaction
+                self,
+                cur,
+                (_BY_NAME, namespace),
+                messages,
+                write.structured,
+                interaction=write.last_interaction,
             )
-            self._run(cur, _WINDOW_AFTER, counted)
-        row = answer.row
-        if row is None:  # committed, but the answer was lost with the connection
-            with self._transaction(write=False) as cur:
-                row = self._run(cur, _WINDOW_AFTER, counted).fetchone()
-        return WindowAppend(int(row[0]), None if row[1] is None else int(row[1]))
+            self._run(cur, _WINDOW_AFTER, write.counted)
+        return answer.row
+
+    def _append_call(self, write: WindowWrite, committed: Callable[[], bool]) -> Any:
+        """`_append_statements` for fresh ids as one statement the database runs as its
+        own transaction, where `appends_in_one_call`."""
+        raise NotImplementedError(f"{type(self).__name__} appends by statements")
 
     def _stores_message(self, namespace: str, message_id: str) -> bool:
         """Whether the namespace holds `message_id`, in its window or in a unit."""

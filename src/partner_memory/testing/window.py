@@ -41,6 +41,33 @@ class WindowContract:
         assert store.append_trajectory("ns", messages(1, "turn"), drop_structured=True).length == 6
         assert prompt.id not in {m.id for m in store.load_trajectory("ns").messages}
 
+    def test_a_turn_of_fresh_ids_appends_as_any_other(self, store: MemoryStore) -> None:
+        """fresh_ids (a recorded turn: PostgreSQL appends it in one call) answers,
+        refuses and drops structured prompts as the checked append does."""
+        with pytest.raises(NotFoundError, match="nope"):
+            store.append_trajectory("nope", messages(2), last_interaction=5, fresh_ids=True)
+        store.ensure_namespace("ns", "s")
+        first = messages(2)
+        assert store.append_trajectory("ns", first, last_interaction=7, fresh_ids=True) == (2, None)
+        assert store.append_trajectory("ns", [], last_interaction=9, fresh_ids=True) == (2, 7)
+        with pytest.raises(InvalidInputError, match=first[0].id):
+            store.append_trajectory("ns", [first[0]], last_interaction=11, fresh_ids=True)
+        prompt = Message(role="user", content="<input>a task</input>", timestamp=3)
+        reply = Message(role="assistant", content="done", metadata={"k": "v"})
+        appended = store.append_trajectory(
+            "ns", [prompt, reply], last_interaction=12, structured={prompt.id}, fresh_ids=True
+        )
+        assert appended == (4, 7)  # an empty append has no row to hold its interaction
+        turn = messages(2, "turn")
+        appended = store.append_trajectory(
+            "ns", turn, last_interaction=13, drop_structured=True, fresh_ids=True
+        )
+        assert appended == (5, 12)
+        state = store.load_trajectory("ns")
+        assert [m.id for m in state.messages] == [m.id for m in [*first, reply, *turn]]
+        assert state.messages[2] == reply
+        assert state.last_interaction == 13
+
     def test_window_refuses_an_id_already_stored_in_a_unit(self, store: MemoryStore) -> None:
         """A reused id would be skipped by the next rolling and lost: it is refused at once."""
         from partner_memory.core import MemoryCore

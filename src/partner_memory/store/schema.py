@@ -400,6 +400,6 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
         "CREATE INDEX items_expiring ON items (expires_at) WHERE expires_at IS NOT NULL",
     ),
     # Step 13: PostgreSQL appends a turn to the window in one statement, run as its own
-    # transaction: no BEGIN, no COMMIT, a third of the client's work per turn.
+    # transaction: no BEGIN, no COMMIT, half the client's CPU per turn.
     (PerBackend(sqlite=SKIP, postgresql=_APPEND_WINDOW),),
 )

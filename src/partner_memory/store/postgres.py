@@ -177,8 +177,7 @@ class PostgresStore(SqlStore):
         """Rewrite each table that holds text (`VACUUM FULL`), consumers' records too: a
         delete leaves the old row versions in the table files until then. Each table is
         locked while it is rewritten."""
-        if self.read_only:
-            raise ConfigurationError(f"database {self.url} is opened read-only")
+        self._refuse_if_read_only()
         tables = list(TEXT_TABLES)
         self._vacuum(tables, full=True)
         return tables
@@ -206,8 +205,8 @@ class PostgresStore(SqlStore):
     def _transaction(
         self, *, write: bool, committed: Callable[[], bool] | None = None
     ) -> Iterator[Cursor]:
-        if write and self.read_only:
-            raise ConfigurationError(f"database {self.url} is opened read-only")
+        if write:
+            self._refuse_if_read_only()
         synced = awaited()
         watchdog = self._watchdog
         with (
@@ -220,6 +219,10 @@ class PostgresStore(SqlStore):
         if write:
             self._count_commit(synced)
 
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only:
+            raise ConfigurationError(f"database {self.url} is opened read-only")
+
     def _count_commit(self, synced: bool) -> None:
         with self._counted:
             self._commits += 1
@@ -230,8 +233,7 @@ class PostgresStore(SqlStore):
         """The append as one call of `pm_append_window`: the server runs it, commits it
         and answers in one round trip, and the client prepares one statement instead of
         a pipelined transaction of six."""
-        if self.read_only:
-            raise ConfigurationError(f"database {self.url} is opened read-only")
+        self._refuse_if_read_only()
         columns = [list(c) for c in zip(*map(message_params, write.messages), strict=True)]
         ids, roles, contents, stamps, metas = columns or [[] for _ in range(5)]
         synced = awaited()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from partner_memory.store.dialect import Dialect
+from partner_memory.store.dialect import WINDOW_LOCK_KEY, Dialect
 
 SCHEMA_TABLE = "partner_memory_schema"
 
@@ -79,7 +79,7 @@ _ITEMS = """CREATE TABLE items (
 #: shared window lock, the structured prompts dropped, the rows inserted from column
 #: arrays, and the window's length and newest interaction before `before_at` after it).
 #: A missing namespace fails the insert, as the statements would.
-_APPEND_WINDOW = """CREATE OR REPLACE FUNCTION pm_append_window(
+_APPEND_WINDOW = f"""CREATE OR REPLACE FUNCTION pm_append_window(
     ns TEXT, ids TEXT[], roles TEXT[], contents TEXT[], stamps BIGINT[], metas TEXT[],
     flags INTEGER[], interaction_at BIGINT, drop_structured BOOLEAN, before_at BIGINT,
     relaxed BOOLEAN
@@ -93,7 +93,7 @@ BEGIN
     END IF;
     SELECT n.id INTO nid FROM namespaces n WHERE n.name = ns;
     IF nid IS NOT NULL THEN
-        PERFORM pg_advisory_xact_lock_shared(1347571789, CAST(nid AS INTEGER));
+        PERFORM pg_advisory_xact_lock_shared({WINDOW_LOCK_KEY}, CAST(nid AS INTEGER));
     END IF;
     IF drop_structured THEN
         DELETE FROM trajectory t WHERE t.namespace_id = nid AND t.structured = 1;

@@ -11,12 +11,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from partner_memory import (
     LogEntry,
     MemoryService,
+    Message,
     PartnerMemory,
     Record,
     RollingResult,
@@ -25,6 +27,8 @@ from partner_memory import (
 )
 from partner_memory.rolling.consumers import PreparedWork, PreparingConsumer
 from partner_memory.store import MemoryStore, Staged
+from partner_memory.store.sql_log import LogSql
+from partner_memory.testing.helpers import messages, rolling
 from tests.consumer_worker import SeenRollings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,3 +269,76 @@ def test_prepared_work_is_made_again_for_a_rolling_that_changed(store: MemorySto
     assert said.endswith("I moved to Porto")
     assert work.take(entry) == said
     assert made == [said, "", said]
+
+
+class Entries:
+    """A preparing consumer that keeps the entries it was handed."""
+
+    name = "entries"
+    lookahead = 100
+
+    def __init__(self) -> None:
+        self.entries: list[LogEntry] = []
+
+    def prepare(self, entries: Sequence[LogEntry]) -> None:
+        del entries
+
+    def apply(self, entry: LogEntry) -> Sequence[Staged]:
+        self.entries.append(entry)
+        return []
+
+
+def test_a_follower_takes_what_its_process_committed_without_reading_it_back(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process that committed a rolling hands its followers the entry from memory,
+    with the values the log gives; a tuple in the metadata (read back as a list) makes
+    that rolling read from the log."""
+    if not isinstance(store, LogSql):
+        pytest.skip("the in-memory store keeps no log to read back")
+    read_back: list[int] = []
+    read_log = LogSql._read_log
+
+    def counted(self: LogSql, *args: Any) -> list[LogEntry]:
+        found = read_log(self, *args)
+        read_back.extend(e.seq for e in found)
+        return found
+
+    store.ensure_namespace("ns", "s")
+    follower = Entries()
+    tagged = Message("user", "tagged", metadata={"tags": ("a", "b")})
+    for said in (messages(2, "a"), [tagged], messages(2, "b")):
+        store.append_trajectory("ns", said, last_interaction=1_000)
+        assert store.begin_rolling("ns", "h", ttl_ms=60_000) is not None
+        store.commit_rolling("ns", rolling("h", said, drop=[m.id for m in said]))
+        monkeypatch.setattr(LogSql, "_read_log", counted)
+        while store.follow_log(
+            "entries", "ns", follower.apply, batch=10, prepare=follower.prepare, lookahead=10
+        ):
+            pass
+        monkeypatch.setattr(LogSql, "_read_log", read_log)
+    assert follower.entries == store.read_log("ns", 0, limit=10)
+    assert [e.seq for e in follower.entries] == [1, 2, 3]
+    assert follower.entries[1].messages[0].metadata == {"tags": ["a", "b"]}
+    assert read_back == [2]
+
+
+def test_a_forget_after_the_commit_reaches_the_consumer(store: MemoryStore) -> None:
+    """Rollings kept for this process's consumers are not handed on once a forget has
+    changed them: the consumer gets the log as it is now."""
+    consumer = Entries()
+    with MemoryService(store, settings=RollingSettings(idle_check_interval_s=0)) as service:
+        memory = service.memory("agent")
+        asked = [
+            memory.record_turn(f"question {t} about Kyoto", "an answer").user for t in range(3)
+        ]
+        for _ in range(3):
+            memory.record_turn("and then?", "more")
+            memory.roll_now()
+        memory.wait()
+        assert memory.forget_messages([asked[0].id]) == 1
+        service.register_consumer(consumer).result(10)
+        memory.wait()
+    assert consumer.entries == store.read_log("agent", 0, limit=10)
+    assert [e.seq for e in consumer.entries] == [1, 2, 3]
+    assert "Kyoto" not in consumer.entries[0].messages[0].content

@@ -72,7 +72,10 @@ class ChunkVectors:
         self._table = table
         self._index: dict[str, int] = {}
         self._chars = 0
-        self._sums = np.zeros((1024, table.shape[1]), dtype=np.float32)
+        # room for every chunk remembered, reserved now and filled as chunks come (the
+        # pages are the system's zeros until written): growing it as they came copied
+        # it each time, a tenth of the analysis of new text
+        self._sums = np.zeros((MOST_CHUNKS, table.shape[1]), dtype=np.float32)
         self._tokens: list[int] = []  # each remembered chunk's token count
         self._lock = threading.Lock()
 
@@ -104,24 +107,28 @@ class ChunkVectors:
 
     def _learn(self, chunks: list[str]) -> None:
         """Tokenise new chunks, keep each one's summed token vector and token count (lock
-        held). All at once: numpy's cost per call is more than a chunk's own work."""
+        held). Chunks of n tokens are summed together, n at a time: numpy's cost per call
+        is more than a chunk's own work, and `reduceat` over all of them took twice as
+        long."""
         import numpy as np
 
         tokens = [[t.id for t in self._model.tokenize(chunk)] for chunk in chunks]
-        counts = np.asarray([len(ids) for ids in tokens], dtype=np.intp)
-        ids = np.asarray([i for found in tokens for i in found], dtype=np.intp)
-        np.clip(ids, 0, len(self._table) - 1, out=ids)
         first = len(self._index)
         end = first + len(chunks)
-        while end > len(self._sums):  # room for twice as many
+        while end > len(self._sums):  # past MOST_CHUNKS within one call: room for twice as many
             self._sums = np.concatenate([self._sums, np.zeros_like(self._sums)])
-        sums = np.zeros((len(chunks), self._table.shape[1]), dtype=np.float32)
-        tokenised = counts > 0  # a chunk of no tokens sums to zeros
-        if ids.size:
-            starts = (np.cumsum(counts) - counts)[tokenised]
-            sums[tokenised] = np.add.reduceat(self._table[ids], starts, axis=0, dtype=np.float32)
-        self._sums[first:end] = sums
-        self._tokens += counts.tolist()
+        sums = self._sums[first:end]
+        sums.fill(0)  # a chunk of no tokens sums to zeros (the rows may hold forgotten ones)
+        by_length: dict[int, list[int]] = {}
+        for at, found in enumerate(tokens):
+            by_length.setdefault(len(found), []).append(at)
+        last = len(self._table) - 1
+        for length, members in by_length.items():
+            if length:
+                ids = np.asarray([tokens[at] for at in members], dtype=np.intp)
+                np.clip(ids, 0, last, out=ids)
+                sums[members] = self._table[ids].sum(axis=1, dtype=np.float32)
+        self._tokens += map(len, tokens)
         for at, chunk in enumerate(chunks, start=first):
             self._index[chunk] = at
             self._chars += len(chunk)

@@ -127,22 +127,20 @@ class SqlStore(
             )
 
     def migrate(self) -> int:
-        """Bring the schema to the newest version, one transaction per step."""
+        """Bring the schema to the newest version in one transaction: an upgrade is all
+        or nothing, and a new database costs one commit (one fsync), not one per step."""
         steps = migration_steps(self.dialect)
-        while True:
-            with self._transaction(write=True) as cur:
-                self._lock_schema(cur)
-                self._run(
-                    cur, f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (version INTEGER NOT NULL)"
-                )
-                row = self._run(cur, f"SELECT MAX(version) FROM {SCHEMA_TABLE}").fetchone()
-                version = int(row[0]) if row and row[0] is not None else 0
-                self._check_version(version, len(steps))
-                if version == len(steps):
-                    return version
-                for statement in steps[version]:
+        with self._transaction(write=True) as cur:
+            self._lock_schema(cur)
+            self._run(cur, f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (version INTEGER NOT NULL)")
+            row = self._run(cur, f"SELECT MAX(version) FROM {SCHEMA_TABLE}").fetchone()
+            version = int(row[0]) if row and row[0] is not None else 0
+            self._check_version(version, len(steps))
+            for done in range(version, len(steps)):
+                for statement in steps[done]:
                     self._run(cur, statement)
-                self._run(cur, f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (?)", (version + 1,))
+                self._run(cur, f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (?)", (done + 1,))
+        return len(steps)
 
     def schema_version(self) -> int:
         with self._transaction(write=False) as cur:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from itertools import groupby
 from operator import itemgetter
 
-from partner_memory.errors import ConflictError
+from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.model import (
     ConsumerStatus,
     LogEntry,
@@ -31,6 +31,7 @@ from partner_memory.store.base import (
     ReplayStep,
     RollingCommit,
 )
+from partner_memory.store.logged_here import LoggedHere, logged_entry
 from partner_memory.store.refusals import lease_lost
 from partner_memory.store.rows import slice_from_row, stored_message
 from partner_memory.store.sql_base import (
@@ -92,10 +93,11 @@ class LogSql(SqlBase):
 
     def commit_rolling(self, namespace: str, commit: RollingCommit) -> CommittedRolling:
         with self._transaction(write=True) as cur:
-            namespace_id = self._leased(cur, namespace, commit.holder)
+            namespace_id, generation = self._leased(cur, namespace, commit.holder)
             committed = self._apply_rolling(cur, namespace, namespace_id, commit, commit.drop)
             release_lease(self, cur, namespace_id, commit.holder)
         self._window_trimmed(len(commit.drop))
+        self._keep_logged(namespace, namespace_id, generation, [(commit, committed)])
         return committed
 
     def commit_replay(
@@ -107,9 +109,10 @@ class LogSql(SqlBase):
         recorded = {m.id for step in steps for m in step.messages}
         dropped = {i for step in steps if step.rolling for i in step.rolling.drop}
         committed: list[CommittedRolling] = []
+        logged: list[tuple[RollingCommit, CommittedRolling]] = []
         removed = 0
         with self._transaction(write=True) as cur:
-            namespace_id = self._leased(cur, namespace, holder)
+            namespace_id, generation = self._leased(cur, namespace, holder)
             if self.dialect.window_lock:
                 self._run(cur, self.dialect.window_lock, (namespace,))
             for step in steps:
@@ -119,9 +122,9 @@ class LogSql(SqlBase):
                     raise ConflictError("a replay commits rollings of its own lease only")
                 older = [i for i in step.rolling.drop if i not in recorded]
                 removed += len(older)
-                committed.append(
-                    self._apply_rolling(cur, namespace, namespace_id, step.rolling, older)
-                )
+                done = self._apply_rolling(cur, namespace, namespace_id, step.rolling, older)
+                committed.append(done)
+                logged.append((step.rolling, done))
             for step in steps:
                 times = step.interactions or [step.interaction] * len(step.messages)
                 kept = [
@@ -138,17 +141,44 @@ class LogSql(SqlBase):
                     )
             release_lease(self, cur, namespace_id, holder)
         self._window_trimmed(removed)
+        self._keep_logged(namespace, namespace_id, generation, logged)
         return committed
 
-    def _leased(self, cur: Cursor, namespace: str, holder: str) -> int:
-        """The namespace's id, locked, once its rolling lease is known to be `holder`'s."""
-        namespace_id = self._namespace_id(cur, namespace, lock=True)
+    def _keep_logged(
+        self,
+        namespace: str,
+        namespace_id: int,
+        generation: int,
+        commits: Sequence[tuple[RollingCommit, CommittedRolling]],
+    ) -> None:
+        """Keep the log entries of rollings just committed, for this process's consumers
+        (`logged_here`)."""
+        entries = [
+            logged_entry(namespace, done.seq, done.update, commit)
+            for commit, done in commits
+            if done.seq is not None and done.update is not None
+        ]
+        if entries:
+            self._logged_here().add(namespace, namespace_id, generation, entries)
+
+    def _leased(self, cur: Cursor, namespace: str, holder: str) -> tuple[int, int]:
+        """The namespace's id, locked, and its recall generation, once its rolling lease is
+        known to be `holder`'s."""
+        row = self._run(
+            cur,
+            "SELECT id, recall_generation FROM namespaces WHERE name = ?"
+            + self.dialect.lock_clause,
+            (namespace,),
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"namespace {namespace!r} not found")
+        namespace_id, generation = int(row[0]), int(row[1])
         row = self._run(
             cur, "SELECT holder FROM rolling_leases WHERE namespace_id = ?", (namespace_id,)
         ).fetchone()
         if row is None or row[0] != holder:
             raise lease_lost(namespace)
-        return namespace_id
+        return namespace_id, generation
 
     def _apply_rolling(
         self,
@@ -302,6 +332,11 @@ class LogSql(SqlBase):
                 ahead = known[:wanted]
                 if len(ahead) < wanted:
                     after = ahead[-1].seq if ahead else position
+                    ahead += self._logged_here().after(
+                        namespace, namespace_id, generation, after, wanted - len(ahead)
+                    )
+                if len(ahead) < wanted:
+                    after = ahead[-1].seq if ahead else position
                     ahead += self._read_log(
                         cur, namespace, namespace_id, after, wanted - len(ahead)
                     )
@@ -369,6 +404,13 @@ class LogSql(SqlBase):
         if now != seen[1]:
             return []
         return [entry for entry in seen[2] if entry.seq > position]
+
+    def _logged_here(self) -> LoggedHere:
+        """Rollings this store committed last, per namespace (`logged_here`)."""
+        found: LoggedHere | None = self.__dict__.get("_logged")
+        if found is None:  # made once per store (setdefault keeps the first of two threads)
+            found = self.__dict__.setdefault("_logged", LoggedHere())
+        return found
 
     def _looked_ahead(self) -> LookedAhead:
         """Rollings read ahead for a consumer and namespace and not applied yet."""

@@ -13,7 +13,7 @@ from typing import IO
 from partner_memory.recall.analysis_worker import Request, WorkerSpec, received
 from partner_memory.recall.analyze import RecallAnalysis
 from partner_memory.recall.embed import StaticEmbedder
-from partner_memory.rolling.summarize import ExtractiveSummarizer
+from partner_memory.rolling.summarize import ExtractiveSummarizer, load_segmenter
 
 
 def _analysis(spec: WorkerSpec) -> RecallAnalysis:
@@ -59,6 +59,9 @@ def _answered(analysis: RecallAnalysis, request: Request) -> object:
         return analysis.rows(received(request[1]))
     if request[0] == "summary":
         return ExtractiveSummarizer(int(request[1])).summarize_here(received(request[2]))
+    if request[0] == "segmenter":
+        load_segmenter()
+        return None
     raise ValueError(f"unknown request {request[0]!r}")
 
 

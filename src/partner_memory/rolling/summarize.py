@@ -151,6 +151,12 @@ def _segment(text: str) -> tuple[str, ...]:
     return _jieba_words(text)
 
 
+def load_segmenter() -> None:
+    """Load jieba's dictionary now (~0.1 s) rather than in the first summary of a text
+    that is not plain ASCII."""
+    _jieba_words("预热")
+
+
 def _jieba_words(text: str) -> tuple[str, ...]:
     """`text`'s content words as jieba segments it."""
     # imported on first use: loading the segmenter's dictionary takes ~90 ms, which

@@ -368,16 +368,8 @@ class LogSql(SqlBase):
                 entries = self._read_log(cur, namespace, namespace_id, position, max(1, batch))
             if not entries:
                 return None
-            for entry in entries:
-                writes = checked(apply(entry), consumer)
-                write_staged(
-                    self,
-                    cur,
-                    consumer=consumer,
-                    namespace_id=namespace_id,
-                    entry=entry,
-                    writes=writes,
-                )
+            staged = [(entry, checked(apply(entry), consumer)) for entry in entries]
+            write_staged(self, cur, consumer=consumer, namespace_id=namespace_id, staged=staged)
             self._run(
                 cur,
                 "UPDATE consumers SET position = ?, durable = 1"

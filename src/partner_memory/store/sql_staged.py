@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from partner_memory.model import LogEntry
-from partner_memory.store.sql_base import Cursor, SqlBase
+from partner_memory.store.sql_base import ROWS_PER_INSERT, Cursor, SqlBase
 from partner_memory.store.staged import (
     FiledTopics,
     IndexedMessages,
@@ -37,84 +37,134 @@ def write_staged(
     *,
     consumer: str,
     namespace_id: int,
-    entry: LogEntry,
-    writes: Sequence[Staged],
+    staged: Sequence[tuple[LogEntry, Sequence[Staged]]],
 ) -> None:
-    """Write one rolling's staged writes for `consumer`."""
-    derived = any(isinstance(w, IndexedMessages | FiledTopics) for w in writes)
-    # the rolling's unit, where recall rows and topics are kept; None if forgotten since
-    unit_pk = sql._unit_pk(cur, entry.namespace, entry.unit.id) if derived else None
-    for write in writes:
-        if isinstance(write, Record):
-            sql._run(
-                cur,
-                "INSERT INTO consumer_records (namespace_id, consumer, "
-                + RECORD_COLUMNS
-                + ") VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace_id, consumer,"
-                " record_key) DO UPDATE SET value = excluded.value, unit_id = excluded.unit_id,"
-                " slice_id = excluded.slice_id, message_id = excluded.message_id",
-                (
-                    namespace_id,
-                    consumer,
-                    write.key,
-                    write.encoded(),
-                    write.unit,
-                    write.slice,
-                    write.message,
-                ),
-            )
-        elif isinstance(write, Unrecord):
-            sql._run(
-                cur,
-                "DELETE FROM consumer_records WHERE namespace_id = ? AND consumer = ?"
-                " AND record_key = ?",
-                (namespace_id, consumer, write.key),
-            )
-        elif unit_pk is None:  # the unit is gone (forgotten since): nothing to index or file
-            continue
-        elif isinstance(write, IndexedMessages):
-            _index(sql, cur, namespace_id=namespace_id, unit_pk=unit_pk, entry=entry, write=write)
-        elif isinstance(write, FiledTopics):
-            _file(sql, cur, namespace_id=namespace_id, unit_pk=unit_pk, entry=entry, write=write)
+    """Write the staged writes of a batch of rollings for `consumer`, in order. The
+    rollings' units are looked up at once and their recall rows inserted together: a
+    few statements per rolling were most of an index's writing."""
+    units = _unit_pks(
+        sql,
+        cur,
+        namespace_id,
+        [e.unit.id for e, writes in staged if any(isinstance(w, _DERIVED) for w in writes)],
+    )
+    recall = _RecallRows(sql, cur, namespace_id)
+    for entry, writes in staged:
+        # the rolling's unit, where recall rows and topics are kept; None if forgotten since
+        unit_pk = units.get(entry.unit.id)
+        for write in writes:
+            if isinstance(write, Record):
+                sql._run(
+                    cur,
+                    "INSERT INTO consumer_records (namespace_id, consumer, "
+                    + RECORD_COLUMNS
+                    + ") VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace_id, consumer,"
+                    " record_key) DO UPDATE SET value = excluded.value, unit_id = excluded.unit_id,"
+                    " slice_id = excluded.slice_id, message_id = excluded.message_id",
+                    (
+                        namespace_id,
+                        consumer,
+                        write.key,
+                        write.encoded(),
+                        write.unit,
+                        write.slice,
+                        write.message,
+                    ),
+                )
+            elif isinstance(write, Unrecord):
+                sql._run(
+                    cur,
+                    "DELETE FROM consumer_records WHERE namespace_id = ? AND consumer = ?"
+                    " AND record_key = ?",
+                    (namespace_id, consumer, write.key),
+                )
+            elif unit_pk is None:  # the unit is gone (forgotten since): nothing to index or file
+                continue
+            elif isinstance(write, IndexedMessages):
+                recall.add(unit_pk, entry, write)
+            elif isinstance(write, FiledTopics):
+                _file(
+                    sql, cur, namespace_id=namespace_id, unit_pk=unit_pk, entry=entry, write=write
+                )
+    recall.insert()
 
 
-def _index(
-    sql: SqlBase,
-    cur: Cursor,
-    *,
-    namespace_id: int,
-    unit_pk: int,
-    entry: LogEntry,
-    write: IndexedMessages,
-) -> None:
-    check_rows(write, entry)
-    embedder = sql._run(
-        cur, "SELECT recall_embedder FROM namespaces WHERE id = ?", (namespace_id,)
-    ).fetchone()[0]
-    if embedder is None:  # the namespace's first rows: its vectors are these
-        sql._run(
+#: What is kept beside a rolling's unit (and written nowhere once it is forgotten).
+_DERIVED = (IndexedMessages, FiledTopics)
+
+
+def _unit_pks(
+    sql: SqlBase, cur: Cursor, namespace_id: int, unit_ids: Sequence[str]
+) -> dict[str, int]:
+    """The keys of the namespace's units among `unit_ids` (a forgotten one is missing)."""
+    wanted = list(dict.fromkeys(unit_ids))
+    found: dict[str, int] = {}
+    for start in range(0, len(wanted), ROWS_PER_INSERT):
+        chunk = wanted[start : start + ROWS_PER_INSERT]
+        rows = sql._run(
             cur,
-            "UPDATE namespaces SET recall_embedder = ? WHERE id = ?",
-            (write.embedder, namespace_id),
+            "SELECT unit_id, pk FROM units WHERE namespace_id = ? AND unit_id IN ("
+            + ", ".join(["?"] * len(chunk))
+            + ")",
+            (namespace_id, *chunk),
+        ).fetchall()
+        found.update((str(unit_id), int(pk)) for unit_id, pk in rows)
+    return found
+
+
+class _RecallRows:
+    """A batch's recall rows, inserted at once; the namespace's embedder read once."""
+
+    def __init__(self, sql: SqlBase, cur: Cursor, namespace_id: int) -> None:
+        self._sql, self._cur, self._namespace_id = sql, cur, namespace_id
+        self._embedder: tuple[str | None] | None = None  # (its value), once read
+        self._rows: list[tuple[Any, ...]] = []
+
+    def add(self, unit_pk: int, entry: LogEntry, write: IndexedMessages) -> None:
+        check_rows(write, entry)
+        embedder = self._held(write.embedder)
+        words_only = not keeps_vectors(entry.namespace, embedder, write.embedder)
+        first = entry.slice.start_index
+        self._rows += (
+            (
+                unit_pk,
+                first + offset,
+                self._namespace_id,
+                entry.seq,
+                speaker,
+                message.timestamp,
+                terms,
+                None if words_only else vector,
+            )
+            for offset, (message, (speaker, terms, vector)) in enumerate(
+                zip(entry.messages, write.rows, strict=True)
+            )
         )
-    words_only = not keeps_vectors(entry.namespace, embedder, write.embedder)
-    first = entry.slice.start_index
-    rows = [
-        (
-            unit_pk,
-            first + offset,
-            namespace_id,
-            entry.seq,
-            speaker,
-            message.timestamp,
-            terms,
-            None if words_only else vector,
-        )
-        for offset, (message, (speaker, terms, vector)) in enumerate(
-            zip(entry.messages, write.rows, strict=True)
-        )
-    ]
-    sql._insert_rows(cur, "recall_docs", RECALL_COLUMNS, rows, on_conflict=RECALL_CONFLICT)
+
+    def _held(self, given: str) -> str | None:
+        """The namespace's embedder before these rows; the first rows' becomes it."""
+        if self._embedder is None:
+            held = self._sql._run(
+                self._cur,
+                "SELECT recall_embedder FROM namespaces WHERE id = ?",
+                (self._namespace_id,),
+            ).fetchone()[0]
+            if held is None:  # the namespace's first rows: its vectors are these
+                self._sql._run(
+                    self._cur,
+                    "UPDATE namespaces SET recall_embedder = ? WHERE id = ?",
+                    (given, self._namespace_id),
+                )
+                self._embedder = (given,)
+                return None
+            self._embedder = (held,)
+        return self._embedder[0]
+
+    def insert(self) -> None:
+        if self._rows:
+            self._sql._insert_rows(
+                self._cur, "recall_docs", RECALL_COLUMNS, self._rows, on_conflict=RECALL_CONFLICT
+            )
 
 
 def _file(

@@ -17,7 +17,9 @@ dropped first.
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections import deque
 from collections.abc import Sequence
 
 from partner_memory.model import LogEntry, Message, UnitUpdate
@@ -52,11 +54,6 @@ def logged_entry(
     )
 
 
-def _follows(run: list[LogEntry], entry: LogEntry | None) -> bool:
-    """Whether `entry` is the rolling logged next after `run`'s last."""
-    return bool(run) and entry is not None and run[-1].seq + 1 == entry.seq
-
-
 def _chars(entry: LogEntry) -> int:
     return sum(len(m.content) for m in entry.messages)
 
@@ -66,7 +63,7 @@ class LoggedHere:
     consecutive rollings this process committed there."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, tuple[int, int, list[LogEntry]]] = {}
+        self._runs: dict[str, _Run] = {}
         self._chars = 0
         self._lock = threading.Lock()
 
@@ -80,23 +77,21 @@ class LoggedHere:
         """Rollings committed in one transaction, in log order. A rolling that cannot be
         kept ends the run: the log is read from it on."""
         with self._lock:
-            old = self._runs.pop(namespace, None)
-            run: list[LogEntry] = []
-            if old is not None:
-                self._chars -= sum(map(_chars, old[2]))
-                first = entries[0] if entries else None
-                if old[:2] == (namespace_id, generation) and _follows(old[2], first):
-                    run = old[2]
+            run = self._runs.pop(namespace, None)
+            first = entries[0] if entries else None
+            if run is None or not run.followed_by(namespace_id, generation, first):
+                if run is not None:
+                    self._chars -= run.chars
+                run = _Run(namespace_id, generation)
             for entry in entries:
                 if entry is None:
-                    run = []
+                    self._chars -= run.chars
+                    run = _Run(namespace_id, generation)
                 else:
-                    run.append(entry)
-            if not run:
-                return
-            self._chars += sum(map(_chars, run))
-            self._runs[namespace] = (namespace_id, generation, run)
-            self._trim()
+                    self._chars += run.append(entry)
+            if run.entries:
+                self._runs[namespace] = run
+                self._trim()
 
     def after(
         self, namespace: str, namespace_id: int, generation: int, seq: int, limit: int
@@ -104,20 +99,51 @@ class LoggedHere:
         """The kept rollings from `seq + 1` on (at most `limit`), if the run holds
         `seq + 1` and the namespace and its generation are those it was committed in."""
         with self._lock:
-            kept = self._runs.get(namespace)
-            if kept is None or kept[:2] != (namespace_id, generation):
+            run = self._runs.get(namespace)
+            if run is None or (run.namespace_id, run.generation) != (namespace_id, generation):
                 return []
-            run = kept[2]
-            start = seq + 1 - run[0].seq
+            start = seq + 1 - run.entries[0].seq
             if start < 0:
                 return []
-            return run[start : start + limit]
+            return list(itertools.islice(run.entries, start, start + limit))
 
     def _trim(self) -> None:
         """Drop the oldest rollings, namespace by namespace, past `KEPT_CHARS` (lock held)."""
         while self._chars > KEPT_CHARS and self._runs:
             oldest = next(iter(self._runs))
-            run = self._runs[oldest][2]
-            self._chars -= _chars(run.pop(0))
-            if not run:
+            run = self._runs[oldest]
+            self._chars -= run.drop_first()
+            if not run.entries:
                 del self._runs[oldest]
+
+
+class _Run:
+    """Consecutive rollings of one namespace, and their characters."""
+
+    def __init__(self, namespace_id: int, generation: int) -> None:
+        self.namespace_id = namespace_id
+        self.generation = generation
+        self.entries: deque[LogEntry] = deque()
+        self.chars = 0
+
+    def followed_by(self, namespace_id: int, generation: int, entry: LogEntry | None) -> bool:
+        """Whether `entry`, committed in that namespace and generation, comes next."""
+        return (
+            (self.namespace_id, self.generation) == (namespace_id, generation)
+            and bool(self.entries)
+            and entry is not None
+            and self.entries[-1].seq + 1 == entry.seq
+        )
+
+    def append(self, entry: LogEntry) -> int:
+        """Keep `entry`; its characters."""
+        chars = _chars(entry)
+        self.entries.append(entry)
+        self.chars += chars
+        return chars
+
+    def drop_first(self) -> int:
+        """Forget the oldest rolling; its characters."""
+        chars = _chars(self.entries.popleft())
+        self.chars -= chars
+        return chars

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -373,30 +372,11 @@ def test_settled_work_is_waited_for_before_it_is_taken() -> None:
     assert waited == [1, 2, 3]  # the unsettled one is waited for when taken
 
 
-def _summarizing(worker: AnalysisWorker, messages: Sequence[Message]) -> Future[str]:
-    """The worker's summary of `messages`, asked until it takes it (once it is idle and
-    has loaded its segmenter)."""
-    deadline = time.monotonic() + READY_S
-    while (future := worker.summarize(messages, 420)) is None:
-        assert time.monotonic() < deadline, "the worker never took a summary"
-        time.sleep(0.01)
-    return future
-
-
-def test_a_worker_loads_its_segmenter_before_it_takes_a_summary() -> None:
-    """The first summary offered to an idle worker is made here while the worker loads
-    jieba's dictionary: no rolling waits for that."""
-    messages = [m for m in _messages() if m.content] * 3
-    worker = _ready(shared_worker(("none",)))
-    assert worker.summarize(messages, 420) is None
-    assert _summarizing(worker, messages).result(timeout=READY_S)
-    assert worker.summarized == 1
-
-
 def test_the_worker_summarises_as_this_process_does() -> None:
     messages = [m for m in _messages() if m.content] * 3
     worker = _ready(shared_worker(("none",)))
-    future = _summarizing(worker, messages)
+    future = worker.summarize(messages, 420)
+    assert future is not None
     assert future.result(timeout=READY_S) == ExtractiveSummarizer().summarize_here(messages)
     assert (worker.summarized, worker.answered) == (1, 0)
     # handed over by the summariser itself, the same text again
@@ -417,7 +397,6 @@ def test_a_summary_is_made_here_when_short_or_the_worker_is_busy() -> None:
     made = summary_elsewhere(many, 420)  # asked at once: the worker has not answered yet
     assert made is None or rows.done()
     rows.result(timeout=READY_S)
-    _summarizing(worker, many).result(timeout=READY_S)  # idle, its segmenter loaded
     assert summary_elsewhere(many, 420) == ExtractiveSummarizer().summarize_here(many)
 
 
@@ -488,3 +467,19 @@ def test_a_service_starts_no_worker_on_one_core(
     turns = LIVE_WORKER_MIN_MESSAGES // 2 + 120
     _busy_service(str(tmp_path / "one.db"), worker=True, turns=turns, clock=ManualClock())
     assert running_worker(STATIC) is None
+
+
+def test_the_worker_has_its_segmenter_loaded_when_it_is_ready() -> None:
+    """jieba's dictionary is loaded as the worker starts, not by its first summary
+    (which a rolling would wait for) nor between two batches of rows."""
+    probe = (
+        "import sys\n"
+        "from partner_memory.recall.analysis_child import _analysis\n"
+        "assert 'rjieba' not in sys.modules\n"
+        "_analysis(('none',))\n"
+        "print('rjieba' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=READY_S, check=True
+    )
+    assert done.stdout.strip() == "True"

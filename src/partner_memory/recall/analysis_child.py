@@ -24,6 +24,9 @@ def _analysis(spec: WorkerSpec) -> RecallAnalysis:
     else:
         raise ValueError(f"unknown analysis worker spec {spec!r}")
     analysis.warm()
+    # jieba's dictionary (~0.1 s) is loaded before the worker says it is ready: loaded by
+    # its first summary instead, it held up that rolling, or the rows queued behind it
+    load_segmenter()
     return analysis
 
 
@@ -59,9 +62,6 @@ def _answered(analysis: RecallAnalysis, request: Request) -> object:
         return analysis.rows(received(request[1]))
     if request[0] == "summary":
         return ExtractiveSummarizer(int(request[1])).summarize_here(received(request[2]))
-    if request[0] == "segmenter":
-        load_segmenter()
-        return None
     raise ValueError(f"unknown request {request[0]!r}")
 
 

@@ -46,8 +46,7 @@ log = logging.getLogger(__name__)
 
 #: What the worker needs to build its embedder: ("static", dimensions) or ("none",).
 WorkerSpec = tuple[Any, ...]
-#: What the worker is asked: ("rows", batch), ("summary", max_chars, batch) or
-#: ("segmenter",): load the summariser's segmenter.
+#: What the worker is asked: ("rows", batch) or ("summary", max_chars, batch).
 Request = tuple[Any, ...]
 #: Messages a rolling's summary or rows need before they are handed over: fewer are
 #: made here in less time than the round trip takes.
@@ -79,12 +78,10 @@ class AnalysisWorker:
         self._lock = threading.Lock()  # the futures
         self._ready = threading.Event()
         self._broken = False
-        #: what each ticket asked ("rows", "summary", "segmenter") and where its answer goes
+        #: what each ticket asked ("rows", "summary") and where its answer goes
         self._pending: dict[int, tuple[str, Future[Any]]] = {}
         self._next = 0
-        self._answered = {"rows": 0, "summary": 0, "segmenter": 0}
-        #: the summariser's segmenter is loaded there (asked once, when the worker is idle)
-        self._segmenter: Future[Any] | None = None
+        self._answered = {"rows": 0, "summary": 0}
         self._outbox: queue.SimpleQueue[tuple[int, Request] | None] = queue.SimpleQueue()
         try:
             self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
@@ -129,15 +126,8 @@ class AnalysisWorker:
 
     def summarize(self, messages: Sequence[Message], max_chars: int) -> Future[str] | None:
         """`ExtractiveSummarizer(max_chars)`'s summary of `messages`, to come; None unless
-        the worker is ready and idle, and has loaded the summariser's segmenter: batches are
-        answered in order, and a rolling must not wait behind an ingest's rows, nor for
-        jieba's dictionary (~0.1 s). The first time the worker is found idle it is asked to
-        load it, and this summary is made here."""
-        if self._segmenter is None:
-            self._segmenter = self._ask(("segmenter",), idle=True)
-            return None
-        if not self._segmenter.done() or self._segmenter.exception() is not None:
-            return None
+        the worker is ready and idle: batches are answered in order, and a rolling must not
+        wait behind an ingest's rows."""
         return self._ask(("summary", max_chars, sent(messages)), idle=True)
 
     def _ask(self, request: Request, *, idle: bool) -> Future[Any] | None:

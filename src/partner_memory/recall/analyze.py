@@ -179,7 +179,8 @@ class RecallAnalysis:
         is waited for without the GIL already, so it is never handed over. The worker
         is started once this job, or this process's bulk work so far, holds
         `WORKER_MIN_MESSAGES` messages (or an unknown number): starting and loading its
-        model takes it about 0.4 s, longer than fewer take here."""
+        model and the summariser's segmenter takes it about 0.5 s, longer than fewer
+        take here."""
         spec = self._worker_spec()
         with self._bulk_lock:
             outermost = not self._bulk  # an inner job is part of the outer one's count

@@ -148,13 +148,20 @@ class SqlBase(ABC):
             )
 
     def _namespace_id(self, cur: Cursor, namespace: str, *, lock: bool = False) -> int:
-        query = "SELECT id FROM namespaces WHERE name = ?" + (
+        return int(self._namespace_row(cur, namespace, "id", lock=lock)[0])
+
+    def _namespace_row(
+        self, cur: Cursor, namespace: str, columns: str, *, lock: bool = False
+    ) -> tuple[Any, ...]:
+        """`columns` of the namespace's row (locked for this transaction with `lock`), or
+        NotFoundError."""
+        query = f"SELECT {columns} FROM namespaces WHERE name = ?" + (
             self.dialect.lock_clause if lock else ""
         )
         row = self._run(cur, query, (namespace,)).fetchone()
         if row is None:
             raise NotFoundError(f"namespace {namespace!r} not found")
-        return int(row[0])
+        return tuple(row)
 
     def _unit_pk(self, cur: Cursor, namespace: str, unit_id: str) -> int | None:
         row = self._run(
@@ -294,14 +301,7 @@ class SqlBase(ABC):
         and refuses any message id the namespace already stores: whatever the
         interleaving of processes, no message is stored twice.
         """
-        row = self._run(
-            cur,
-            "SELECT id, memory_session_id FROM namespaces WHERE name = ?"
-            + self.dialect.lock_clause,
-            (namespace,),
-        ).fetchone()
-        if row is None:
-            raise NotFoundError(f"namespace {namespace!r} not found")
+        row = self._namespace_row(cur, namespace, "id, memory_session_id", lock=True)
         namespace_id, session_id = int(row[0]), str(row[1])
         ids = [m.id for m in messages]
         refuse_repeated_ids(ids, "update")

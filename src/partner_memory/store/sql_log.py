@@ -14,8 +14,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import groupby
 from operator import itemgetter
+from typing import TypeVar
 
-from partner_memory.errors import ConflictError, NotFoundError
+from partner_memory.errors import ConflictError
 from partner_memory.model import (
     ConsumerStatus,
     LogEntry,
@@ -49,6 +50,8 @@ from partner_memory.store.sql_window import (
     remove_window,
 )
 from partner_memory.store.staged import Staged, StoredRecord, checked
+
+K = TypeVar("K")
 
 #: How many of the latest fallback reasons `rolling_totals` returns.
 RECENT_FALLBACKS = 5
@@ -164,14 +167,7 @@ class LogSql(SqlBase):
     def _leased(self, cur: Cursor, namespace: str, holder: str) -> tuple[int, int]:
         """The namespace's id, locked, and its recall generation, once its rolling lease is
         known to be `holder`'s."""
-        row = self._run(
-            cur,
-            "SELECT id, recall_generation FROM namespaces WHERE name = ?"
-            + self.dialect.lock_clause,
-            (namespace,),
-        ).fetchone()
-        if row is None:
-            raise NotFoundError(f"namespace {namespace!r} not found")
+        row = self._namespace_row(cur, namespace, "id, recall_generation", lock=True)
         namespace_id, generation = int(row[0]), int(row[1])
         row = self._run(
             cur, "SELECT holder FROM rolling_leases WHERE namespace_id = ?", (namespace_id,)
@@ -399,17 +395,17 @@ class LogSql(SqlBase):
 
     def _logged_here(self) -> LoggedHere:
         """Rollings this store committed last, per namespace (`logged_here`)."""
-        found: LoggedHere | None = self.__dict__.get("_logged")
-        if found is None:  # made once per store (setdefault keeps the first of two threads)
-            found = self.__dict__.setdefault("_logged", LoggedHere())
-        return found
+        return self._kept("_logged", LoggedHere)
 
     def _looked_ahead(self) -> LookedAhead:
         """Rollings read ahead for a consumer and namespace and not applied yet."""
-        found: LookedAhead | None = self.__dict__.get("_looked")
-        if found is None:  # made once per store (setdefault keeps the first of two threads)
-            found = self.__dict__.setdefault("_looked", LookedAhead())
-        return found
+        return self._kept("_looked", LookedAhead)
+
+    def _kept(self, key: str, make: Callable[[], K]) -> K:
+        """This store's one `make()` under `key`, made on first use (setdefault keeps the
+        first of two threads)."""
+        found: K | None = self.__dict__.get(key)
+        return found if found is not None else self.__dict__.setdefault(key, make())
 
     def _generation(self, cur: Cursor, namespace_id: int) -> int:
         row = self._run(

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from partner_memory.model import LogEntry
-from partner_memory.store.sql_base import ROWS_PER_INSERT, Cursor, SqlBase
+from partner_memory.store.sql_base import Cursor, SqlBase
+from partner_memory.store.sql_window import chunks, in_list
 from partner_memory.store.staged import (
     FiledTopics,
     IndexedMessages,
@@ -97,15 +98,12 @@ def _unit_pks(
     sql: SqlBase, cur: Cursor, namespace_id: int, unit_ids: Sequence[str]
 ) -> dict[str, int]:
     """The keys of the namespace's units among `unit_ids` (a forgotten one is missing)."""
-    wanted = list(dict.fromkeys(unit_ids))
     found: dict[str, int] = {}
-    for start in range(0, len(wanted), ROWS_PER_INSERT):
-        chunk = wanted[start : start + ROWS_PER_INSERT]
+    for chunk in chunks(list(dict.fromkeys(unit_ids))):
         rows = sql._run(
             cur,
-            "SELECT unit_id, pk FROM units WHERE namespace_id = ? AND unit_id IN ("
-            + ", ".join(["?"] * len(chunk))
-            + ")",
+            "SELECT unit_id, pk FROM units WHERE namespace_id = ?"
+            f" AND unit_id IN {in_list(len(chunk))}",
             (namespace_id, *chunk),
         ).fetchall()
         found.update((str(unit_id), int(pk)) for unit_id, pk in rows)

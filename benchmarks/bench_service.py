@@ -41,10 +41,18 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from bench_ingest import pct, pg_schema_url  # same folder: the scripts share helpers
-from writers import SYSTEMS, Figures, writer_processes, writer_threads
+from writers import (
+    SYSTEMS,
+    Figures,
+    System,
+    WriterFailed,
+    writer_processes,
+    writer_threads,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -190,51 +198,86 @@ def writers(args: argparse.Namespace, tmp: Path) -> None:
             for shared_ns in (False, True):
                 where = "one namespace" if shared_ns else "own namespaces"
                 print(f"\n### {backend}, {mode}, {where}\n")
-                print("| system | " + " | ".join(f"{n} writers" for n in counts) + " |")
-                print("|" + " --- |" * (len(counts) + 1))
-                systems = [s for s in SYSTEMS.values() if backend in s.backends]
-                # rounds[system][count] = that count's figures, one per round
-                rounds: dict[str, list[list[Figures]]] = {s.name: [] for s in systems}
-                for n in counts:
-                    for runs in rounds.values():
-                        runs.append([])
-                    for _ in range(args.rounds):
-                        for system in systems:
-                            figures = run(
-                                system,
-                                fresh(backend, args.pg, tmp),
-                                n,
-                                shared_ns,
-                                args.writer_turns,
-                            )
-                            rounds[system.name][-1].append(figures)
-                medians = {name: [_median(per) for per in runs] for name, runs in rounds.items()}
-                for name, figures in medians.items():
-                    cells = " | ".join(
-                        f"{f.turns_per_s:,.0f} ({f.median_ms:.2f} ms)" for f in figures
-                    )
-                    print(f"| {name} | {cells} |")
-                ours = medians["partner-memory"]
-                per_turn = " | ".join(
-                    "-" if f.syncs_per_turn is None else f"{f.syncs_per_turn:.2f}" for f in ours
+                rounds, failed = _writer_rounds(
+                    args, tmp, backend=backend, run=run, shared_ns=shared_ns, counts=counts
                 )
-                print(f"| partner-memory fsyncs per turn | {per_turn} |")
-                for name, theirs in medians.items():
-                    if name == "partner-memory":
-                        continue
-                    cells = []
-                    for o, t, o_runs, t_runs in zip(
-                        ours, theirs, rounds["partner-memory"], rounds[name], strict=True
-                    ):
-                        each = [
-                            a.turns_per_s / b.turns_per_s
-                            for a, b in zip(o_runs, t_runs, strict=True)
-                        ]
-                        cells.append(
-                            f"{o.turns_per_s / t.turns_per_s:.2f}x"
-                            f" ({min(each):.2f}-{max(each):.2f})"
-                        )
-                    print(f"| ours / {name} | {' | '.join(cells)} |", flush=True)
+                _writer_table(rounds, failed, counts)
+
+
+#: A writers run: (system, database, writers, one namespace, turns) -> figures.
+WriterRun = Callable[[System, str, int, bool, int], Figures]
+
+
+def _writer_rounds(
+    args: argparse.Namespace,
+    tmp: Path,
+    *,
+    backend: str,
+    run: WriterRun,
+    shared_ns: bool,
+    counts: list[int],
+) -> tuple[dict[str, list[list[Figures]]], dict[tuple[str, int], str]]:
+    """Per system and count of writers, each round's figures; and why a peer's runs
+    failed (a peer that fails once is not run again at that count; ours stops it all)."""
+    systems = [s for s in SYSTEMS.values() if backend in s.backends]
+    rounds: dict[str, list[list[Figures]]] = {s.name: [] for s in systems}
+    failed: dict[tuple[str, int], str] = {}
+    for n in counts:
+        for runs in rounds.values():
+            runs.append([])
+        for _ in range(args.rounds):
+            for system in systems:
+                if (system.name, n) in failed:
+                    continue
+                try:
+                    figures = run(
+                        system, fresh(backend, args.pg, tmp), n, shared_ns, args.writer_turns
+                    )
+                except WriterFailed as exc:
+                    if system.name == "partner-memory":
+                        raise SystemExit(str(exc)) from None
+                    failed[system.name, n] = str(exc)
+                    continue
+                rounds[system.name][-1].append(figures)
+    return rounds, failed
+
+
+def _writer_table(
+    rounds: dict[str, list[list[Figures]]],
+    failed: dict[tuple[str, int], str],
+    counts: list[int],
+) -> None:
+    print("| system | " + " | ".join(f"{n} writers" for n in counts) + " |")
+    print("|" + " --- |" * (len(counts) + 1))
+    medians = {
+        name: [_median(per) if per else None for per in runs] for name, runs in rounds.items()
+    }
+    for name, figures in medians.items():
+        row = " | ".join(
+            "failed" if f is None else f"{f.turns_per_s:,.0f} ({f.median_ms:.2f} ms)"
+            for f in figures
+        )
+        print(f"| {name} | {row} |")
+    ours = [f for f in medians["partner-memory"] if f is not None]
+    per_turn = " | ".join(
+        "-" if f.syncs_per_turn is None else f"{f.syncs_per_turn:.2f}" for f in ours
+    )
+    print(f"| partner-memory fsyncs per turn | {per_turn} |")
+    for name, theirs in medians.items():
+        if name == "partner-memory":
+            continue
+        cells: list[str] = []
+        for o, t, o_runs, t_runs in zip(
+            ours, theirs, rounds["partner-memory"], rounds[name], strict=True
+        ):
+            if t is None:
+                cells.append("-")
+                continue
+            each = [a.turns_per_s / b.turns_per_s for a, b in zip(o_runs, t_runs, strict=True)]
+            cells.append(f"{o.turns_per_s / t.turns_per_s:.2f}x ({min(each):.2f}-{max(each):.2f})")
+        print(f"| ours / {name} | {' | '.join(cells)} |", flush=True)
+    for (name, n), why in failed.items():
+        print(f"\n{name}, {n} writers, failed: {why}", flush=True)
 
 
 def _median(runs: list[Figures]) -> Figures:

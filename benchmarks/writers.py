@@ -45,6 +45,11 @@ class Shared:
     close: Callable[[], None]
 
 
+class WriterFailed(Exception):
+    """A system's writer raised, or its process failed: a peer's run is reported as
+    failed, ours stops the benchmark."""
+
+
 class System:
     name = ""
     backends: tuple[str, ...] = ("sqlite", "postgres")
@@ -235,7 +240,7 @@ def writer_threads(
     after = system.syncs(shared)
     shared.close()
     if errors:
-        raise SystemExit(f"{system.name}: {errors[0]!r}")
+        raise WriterFailed(f"{system.name}: {errors[0]!r}")
     done = writers * turns
     per_turn = None if before is None or after is None else (after - before) / done
     return Figures(done / wall, per_turn, statistics.median(samples))
@@ -287,16 +292,21 @@ def writer_processes(
                 str(start),
             ],
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             cwd=ROOT,
         )
         for w in range(writers)
     ]
-    reports = []
+    reports, failures = [], []
     for child in children:
-        out, _ = child.communicate(timeout=900)
+        out, err = child.communicate(timeout=900)
         if child.returncode != 0:
-            raise SystemExit(f"{system.name}: a writer process failed ({child.returncode})")
-        reports.append(json.loads(out))
+            said = err.decode(errors="replace").strip().splitlines() or [f"exit {child.returncode}"]
+            failures.append(said[-1])
+        else:
+            reports.append(json.loads(out))
+    if failures:
+        raise WriterFailed(f"{system.name}: a writer process failed: {failures[0]}")
     wall = max(r["wall"] for r in reports)  # all began at `start`
     done = writers * turns
     syncs = [r["syncs"] for r in reports]

@@ -13,7 +13,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from partner_memory.ascii_text import alnum_runs, letters
+from partner_memory.ascii_text import alnum_runs, letters, lower_alnum_runs
 from partner_memory.ingest import read_transcript
 from partner_memory.recall import chunk_vectors
 from partner_memory.rolling import summarize
@@ -47,12 +47,15 @@ def _locomo_sentences() -> list[str]:
 @given(text=ascii_text)
 def test_an_ascii_sentence_has_the_words_jieba_gives(text: str) -> None:
     assert summarize._segment(text) == summarize._jieba_words(text)
+    plain = text.isascii() and summarize._JIEBA_CUTS.search(text) is None
+    assert summarize._cut_at_runs(text) == plain
 
 
 def test_every_locomo_sentence_has_the_words_jieba_gives() -> None:
     sentences = _locomo_sentences()
-    quick = [s for s in sentences if s.isascii() and summarize._JIEBA_CUTS.search(s) is None]
+    quick = [s for s in sentences if summarize._cut_at_runs(s)]
     assert len(quick) > len(sentences) / 2  # the quick path is the common one
+    assert quick == [s for s in sentences if s.isascii() and not summarize._JIEBA_CUTS.search(s)]
     assert [summarize._segment(s) for s in sentences] == [
         summarize._jieba_words(s) for s in sentences
     ]
@@ -68,4 +71,5 @@ def test_a_text_has_the_chunks_the_pattern_finds(text: str) -> None:
 @given(text=st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
 def test_ascii_runs_and_letters_are_counted_as_patterns_would(text: str) -> None:
     assert alnum_runs(text) == re.findall("[A-Za-z0-9]+", text)
+    assert lower_alnum_runs(text) == re.findall("[a-z0-9]+", text.lower())
     assert letters(text) == len(re.findall("[A-Za-z]", text))

@@ -13,11 +13,20 @@ import string
 #: Every byte but an ASCII letter or digit, as a space.
 _GAPS = bytes(b if chr(b) in string.ascii_letters + string.digits else 32 for b in range(256))
 _LETTERS = string.ascii_letters.encode()
+#: `_GAPS`, with capitals as small letters.
+_LOWER_GAPS = _GAPS.translate(
+    bytes.maketrans(string.ascii_uppercase.encode(), string.ascii_lowercase.encode())
+)
 
 
 def alnum_runs(text: str) -> list[str]:
     """The runs of letters and digits of an ASCII `text`, in order."""
     return text.encode("ascii").translate(_GAPS).decode("ascii").split()
+
+
+def lower_alnum_runs(text: str) -> list[str]:
+    """`alnum_runs(text.lower())`, lower-cased in the same pass."""
+    return text.encode("ascii").translate(_LOWER_GAPS).decode("ascii").split()
 
 
 def letters(text: str) -> int:

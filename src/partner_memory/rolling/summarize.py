@@ -18,7 +18,7 @@ from itertools import chain, filterfalse
 from typing import NamedTuple, Protocol
 
 from partner_memory import markers as r11
-from partner_memory.ascii_text import alnum_runs
+from partner_memory.ascii_text import lower_alnum_runs
 from partner_memory.model import Message, check_text
 from partner_memory.rolling.llm import ChatClient, LLMError, UsageMeter
 from partner_memory.rolling.prompts import language_of, letter_counts, summary_messages
@@ -121,8 +121,7 @@ _CACHED_CHARS = 1000
 def _read_now(content: str) -> _Read:
     parsed = r11.parse(content)
     sentences = []
-    for match in _SENTENCE.finditer(parsed.body):
-        text = match.group().strip()
+    for text in map(str.strip, _SENTENCE.findall(parsed.body)):
         words = _segment(text)
         if words:
             n = len(words)
@@ -143,10 +142,10 @@ def _segment(text: str) -> tuple[str, ...]:
     has the runs of letters and digits for words, found in C without segmenting it
     (94 % of LoCoMo's sentences; the same words as jieba's on every one of them and on
     random text, `tests/test_text_cutting.py`)."""
-    if text.isascii() and _JIEBA_CUTS.search(text) is None:
+    if _cut_at_runs(text):
         # lower-cased, all of them words (`_content_word` in C): the stop words and numbers out
         return tuple(
-            filterfalse(str.isdigit, filterfalse(_STOPWORDS.__contains__, alnum_runs(text.lower())))
+            filterfalse(str.isdigit, filterfalse(_STOPWORDS.__contains__, lower_alnum_runs(text)))
         )
     return _jieba_words(text)
 
@@ -168,6 +167,22 @@ def _jieba_words(text: str) -> tuple[str, ...]:
 
 #: What makes jieba cut an ASCII sentence otherwise than into runs of letters and digits.
 _JIEBA_CUTS = re.compile(r"[+#&_%\-]|\.[A-Za-z0-9]")
+_DOT_BEFORE_RUN = re.compile(r"\.[A-Za-z0-9]")
+
+
+def _cut_at_runs(text: str) -> bool:
+    """Whether jieba cuts `text` into its runs of letters and digits: ASCII, and no match
+    of `_JIEBA_CUTS` - found by six searches for one character each (C's memchr), a third
+    of the time the pattern takes to scan a sentence."""
+    return text.isascii() and not (
+        "-" in text
+        or "+" in text
+        or "#" in text
+        or "&" in text
+        or "_" in text
+        or "%" in text
+        or ("." in text and _DOT_BEFORE_RUN.search(text) is not None)
+    )
 
 
 @functools.lru_cache(maxsize=1 << 16)

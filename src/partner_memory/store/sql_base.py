@@ -32,6 +32,26 @@ SLICE_COLUMNS = "slice_id, start_index, end_index, summary, timestamp, summarize
 ROWS_PER_INSERT = 500
 
 
+#: The columns of a slice's row in `slices`.
+SLICE_ROW_COLUMNS = (
+    "unit_pk, namespace_id, slice_id, start_index, end_index, summary, timestamp, summarizer"
+)
+
+
+def slice_row(unit_pk: int | None, namespace_id: int, s: MemorySlice) -> tuple[Any, ...]:
+    """A slice's values in `SLICE_ROW_COLUMNS`' order."""
+    return (
+        unit_pk,
+        namespace_id,
+        s.id,
+        s.start_index,
+        s.end_index,
+        s.summary,
+        s.timestamp,
+        s.summarizer,
+    )
+
+
 class UnitRow(NamedTuple):
     pk: int
     namespace_id: int
@@ -195,22 +215,8 @@ class SqlBase(ABC):
                 "UPDATE namespaces SET slice_count = slice_count + ? WHERE id = ?",
                 (len(slices), unit.namespace_id),
             )
-        for s in slices:
-            self._run(
-                cur,
-                "INSERT INTO slices (unit_pk, namespace_id, slice_id, start_index, end_index,"
-                " summary, timestamp, summarizer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    unit.pk,
-                    unit.namespace_id,
-                    s.id,
-                    s.start_index,
-                    s.end_index,
-                    s.summary,
-                    s.timestamp,
-                    s.summarizer,
-                ),
-            )
+        rows = [slice_row(unit.pk, unit.namespace_id, s) for s in slices]
+        self._insert_rows(cur, "slices", SLICE_ROW_COLUMNS, rows)
 
     def _create_unit(self, cur: Cursor, namespace_id: int, unit_id: str, timestamp: int) -> int:
         row = self._run(

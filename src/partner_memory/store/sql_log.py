@@ -40,8 +40,8 @@ from partner_memory.store.sql_base import (
     SLICE_COLUMNS,
     Cursor,
     SqlBase,
-    values_clause,
 )
+from partner_memory.store.sql_replay import LOG_COLUMNS, log_row, write_rollings
 from partner_memory.store.sql_staged import RECORD_COLUMNS, record_from_row, write_staged
 from partner_memory.store.sql_window import (
     insert_trajectory,
@@ -111,23 +111,18 @@ class LogSql(SqlBase):
         # of deleted window rows (which PostgreSQL keeps until a vacuum).
         recorded = {m.id for step in steps for m in step.messages}
         dropped = {i for step in steps if step.rolling for i in step.rolling.drop}
-        committed: list[CommittedRolling] = []
-        logged: list[tuple[RollingCommit, CommittedRolling]] = []
-        removed = 0
+        rollings = [step.rolling for step in steps if step.rolling is not None]
+        # each rolling deletes the window rows it drops that the group did not record
+        olders = [[i for i in r.drop if i not in recorded] for r in rollings]
         with self._transaction(write=True) as cur:
             namespace_id, generation = self._leased(cur, namespace, holder)
             if self.dialect.window_lock:
                 self._run(cur, self.dialect.window_lock, (namespace,))
-            for step in steps:
-                if step.rolling is None:
-                    continue
-                if step.rolling.holder != holder:
-                    raise ConflictError("a replay commits rollings of its own lease only")
-                older = [i for i in step.rolling.drop if i not in recorded]
-                removed += len(older)
-                done = self._apply_rolling(cur, namespace, namespace_id, step.rolling, older)
-                committed.append(done)
-                logged.append((step.rolling, done))
+            if any(rolling.holder != holder for rolling in rollings):
+                raise ConflictError("a replay commits rollings of its own lease only")
+            committed = write_rollings(
+                self, cur, namespace, namespace_id, list(zip(rollings, olders, strict=True))
+            )
             for step in steps:
                 times = step.interactions or [step.interaction] * len(step.messages)
                 kept = [
@@ -143,7 +138,8 @@ class LogSql(SqlBase):
                         interaction=at,
                     )
             release_lease(self, cur, namespace_id, holder)
-        self._window_trimmed(removed)
+        self._window_trimmed(sum(map(len, olders)))
+        logged = list(zip(rollings, committed, strict=True))
         self._keep_logged(namespace, namespace_id, generation, logged)
         return committed
 
@@ -213,34 +209,9 @@ class LogSql(SqlBase):
             (namespace_id,),
         ).fetchone()
         seq = int(row[0])
-        cost = commit.cost
-        self._run(
-            cur,
-            "INSERT INTO rollings (namespace_id, seq, unit_id, slice_id, started_at, idle,"
-            " messages, summarizer, llm_calls, prompt_tokens, completion_tokens, llm_ms,"
-            " pipeline_ms, fallbacks, rolling_size, retain_divisor, unit_slices, holder) VALUES "
-            + values_clause(1, 18),
-            (
-                namespace_id,
-                seq,
-                update.unit.id,
-                update.slice.id,
-                commit.timestamp,
-                int(commit.idle),
-                len(commit.messages),
-                cost.summarizer,
-                cost.llm_calls,
-                cost.prompt_tokens,
-                cost.completion_tokens,
-                cost.llm_ms,
-                cost.pipeline_ms,
-                "\n".join(cost.fallbacks),
-                commit.rolling_size,
-                commit.retain_divisor,
-                update.unit.slice_count,
-                commit.holder,
-            ),
-        )
+        unit = update.unit
+        rows = [log_row(namespace_id, seq, commit, unit.id, unit.slice_count)]
+        self._insert_rows(cur, "rollings", LOG_COLUMNS, rows)
         return seq
 
     # -- reading the log -----------------------------------------------------------

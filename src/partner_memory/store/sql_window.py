@@ -363,11 +363,20 @@ def release_lease(sql: SqlBase, cur: Cursor, namespace_id: int, holder: str) -> 
     )
 
 
-def mark_idle(sql: SqlBase, cur: Cursor, namespace_id: int, last_interaction: int) -> None:
+def mark_idle(
+    sql: SqlBase,
+    cur: Cursor,
+    namespace_id: int,
+    last_interaction: int,
+    *,
+    rolled_for: int | None = None,
+) -> None:
+    """The quiet after `last_interaction` rolled (or, given, the one after `rolled_for`;
+    `last_interaction` is then what a namespace without activity yet is given)."""
     sql._run(
         cur,
         "INSERT INTO activity (namespace_id, last_interaction, idle_rolled_for)"
         " VALUES (?, ?, ?) ON CONFLICT (namespace_id) DO UPDATE"
         " SET idle_rolled_for = excluded.idle_rolled_for",
-        (namespace_id, last_interaction, last_interaction),
+        (namespace_id, last_interaction, last_interaction if rolled_for is None else rolled_for),
     )

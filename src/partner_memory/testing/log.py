@@ -8,7 +8,7 @@ import pytest
 
 from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from partner_memory.model import LogEntry, Message
-from partner_memory.store.base import MemoryStore, ReplayStep
+from partner_memory.store.base import CommittedRolling, MemoryStore, ReplayStep
 from partner_memory.store.staged import Record, Staged, Unrecord
 from partner_memory.testing.helpers import messages, rolling
 
@@ -146,6 +146,64 @@ class LogContract:
         assert state.interactions == (20, 30)
         assert store.rolling_holder("ns") is None
         assert [e.messages for e in store.read_log("ns", 0)] == [tuple(early)]
+
+    def test_a_replay_writes_what_its_rollings_write_in_turn(self, store: MemoryStore) -> None:
+        """Into the unit already stored, idle rollings starting new sessions (one with
+        nothing new), a rolling into a new unit trimming older window rows: one group
+        leaves what committing each rolling in turn leaves, and answers the same."""
+        before = messages(2, "before")
+        a, b, c, d = messages(3, "a"), messages(2, "b"), messages(4, "c"), messages(1, "d")
+        planned = [
+            rolling("h", a, timestamp=2_000, slice_id="s-a"),
+            rolling("h", b, timestamp=3_000, idle=True, last_interaction=2_500,
+                    new_session_id="u2", slice_id="s-b"),
+            rolling("h", [], timestamp=4_000, idle=True, last_interaction=3_500,
+                    new_session_id="u3", slice_id="s-none"),
+            rolling("h", c, timestamp=5_000, slice_id="s-c", drop=[before[0].id]),
+            rolling("h", d, timestamp=6_000, idle=True, last_interaction=5_500,
+                    new_session_id="u4", slice_id="s-d"),
+        ]  # fmt: skip
+        answers: dict[str, list[CommittedRolling]] = {}
+        for namespace in ("in-turn", "grouped"):
+            store.ensure_namespace(namespace, "u1")
+            store.append_trajectory(namespace, before, last_interaction=1_000)
+            _leased(store, namespace)
+            store.commit_rolling(namespace, rolling("h", before, slice_id="s-0"))
+            if namespace == "in-turn":
+                answers[namespace] = []
+                for commit in planned:
+                    _leased(store, namespace)
+                    answers[namespace].append(store.commit_rolling(namespace, commit))
+            else:
+                _leased(store, namespace)
+                steps = [ReplayStep([], None, rolling=commit) for commit in planned]
+                answers[namespace] = store.commit_replay(namespace, "h", steps)
+        assert answers["grouped"] == answers["in-turn"]
+        assert [a.seq for a in answers["grouped"]] == [2, 3, None, 4, 5]
+        shapes = [_shape(store, namespace) for namespace in ("in-turn", "grouped")]
+        assert shapes[0] == shapes[1]
+        newest = store.list_units("grouped", limit=100)[0]
+        assert shapes[1][0] == ("u4", 2, 5)  # b closes u1, the quiet with nothing new skips u2
+        assert (newest.id, newest.timestamp, newest.message_count) == ("u3", 6_000, 5)
+        assert store.rolling_holder("grouped") is None
+
+    def test_a_replay_refuses_a_message_stored_before_or_by_itself(
+        self, store: MemoryStore
+    ) -> None:
+        store.ensure_namespace("ns", "s")
+        stored = _rolled(store, "ns", 2, "stored")
+        new, twice = messages(2, "new"), messages(1, "twice")
+        for group in (
+            [rolling("h", new), rolling("h", [stored[1], *twice])],
+            [rolling("h", [*new, *twice]), rolling("h", twice)],
+        ):
+            _leased(store, "ns")
+            steps = [ReplayStep([], None, rolling=commit) for commit in group]
+            with pytest.raises(ConflictError, match="already stored"):
+                store.commit_replay("ns", "h", steps)
+            store.release_rolling("ns", "h")
+        assert store.log_head("ns") == 1
+        assert [m.id for m in store.read_messages("ns", "s", 0, 10)] == [m.id for m in stored]
 
     def test_a_replay_is_all_or_nothing(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "s")
@@ -285,3 +343,32 @@ class LogContract:
         assert (status.last_error, status.last_failure_at, status.position) == ("second", 9, 0)
         with pytest.raises(NotFoundError):
             store.record_consumer_failure("hook", "ghost", durable=False, error="x", at=1)
+
+
+def _shape(store: MemoryStore, namespace: str) -> list[object]:
+    """What a namespace holds, but its name: header, units, log, window."""
+    info = store.get_namespace(namespace)
+    assert info is not None
+    units = [
+        (
+            u.id,
+            u.timestamp,
+            u.message_count,
+            u.slice_count,
+            [m.id for m in store.read_messages(namespace, u.id, 0, u.message_count)],
+            store.read_slices(namespace, u.id),
+        )
+        for u in store.list_units(namespace, limit=100)
+    ]
+    log = [
+        (e.seq, e.unit, e.slice, [m.id for m in e.messages], e.idle, e.rolling_size,
+         e.retain_divisor)
+        for e in store.read_log(namespace, 0)
+    ]  # fmt: skip
+    window = store.load_trajectory(namespace)
+    return [
+        (info.memory_session_id, info.unit_count, info.slice_count),
+        units,
+        log,
+        ([m.id for m in window.messages], window.interactions, window.idle_rolled_for),
+    ]

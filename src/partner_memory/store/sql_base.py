@@ -81,6 +81,15 @@ def message_key(message_id: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+#: The columns of a message's row in `messages`.
+MESSAGE_ROW_COLUMNS = f"unit_pk, position, id_key, {MESSAGE_COLUMNS}"
+
+
+def message_row(unit_pk: int | None, position: int, message: Message) -> tuple[Any, ...]:
+    """A stored message's values in `MESSAGE_ROW_COLUMNS`' order."""
+    return (unit_pk, position, message_key(message.id), *message_params(message))
+
+
 def values_clause(rows: int, columns: int) -> str:
     """`(?, ?), (?, ?)` for a multi-row INSERT."""
     return ", ".join(["(" + ", ".join(["?"] * columns) + ")"] * rows)
@@ -196,17 +205,11 @@ class SqlBase(ABC):
         self, cur: Cursor, unit_pk: int, first_position: int, messages: Sequence[Message]
     ) -> None:
         # multi-row VALUES: one statement (one round trip) per chunk, not one per message
-        for chunk_start in range(0, len(messages), ROWS_PER_INSERT):
-            chunk = messages[chunk_start : chunk_start + ROWS_PER_INSERT]
-            params: list[Any] = []
-            for position, message in enumerate(chunk, start=first_position + chunk_start):
-                params += (unit_pk, position, message_key(message.id), *message_params(message))
-            self._run(
-                cur,
-                f"INSERT INTO messages (unit_pk, position, id_key, {MESSAGE_COLUMNS}) VALUES "
-                + values_clause(len(chunk), 8),
-                params,
-            )
+        rows = [
+            message_row(unit_pk, position, message)
+            for position, message in enumerate(messages, start=first_position)
+        ]
+        self._insert_rows(cur, "messages", MESSAGE_ROW_COLUMNS, rows)
 
     def _insert_slices(self, cur: Cursor, unit: UnitRow, slices: Sequence[MemorySlice]) -> None:
         if slices:

@@ -19,24 +19,22 @@ from typing import Any
 from partner_memory.model import MemorySlice, UnitInfo, UnitUpdate
 from partner_memory.store.base import CommittedRolling, RollingCommit
 from partner_memory.store.refusals import already_stored, refuse_repeated_ids
-from partner_memory.store.rows import message_params
 from partner_memory.store.sql_base import (
-    MESSAGE_COLUMNS,
+    MESSAGE_ROW_COLUMNS,
     SLICE_ROW_COLUMNS,
     Cursor,
     SqlBase,
-    message_key,
+    message_row,
     slice_row,
     values_clause,
 )
-from partner_memory.store.sql_window import chunks, in_list, mark_idle, remove_window
+from partner_memory.store.sql_window import chunks, mark_idle, remove_window, units_among
 
 LOG_COLUMNS = (
     "namespace_id, seq, unit_id, slice_id, started_at, idle, messages, summarizer, llm_calls,"
     " prompt_tokens, completion_tokens, llm_ms, pipeline_ms, fallbacks, rolling_size,"
     " retain_divisor, unit_slices, holder"
 )
-_MESSAGE_ROW_COLUMNS = f"unit_pk, position, id_key, {MESSAGE_COLUMNS}"
 
 
 @dataclass
@@ -168,19 +166,13 @@ def _found_units(
     sql: SqlBase, cur: Cursor, namespace_id: int, unit_ids: list[str]
 ) -> dict[str, _Unit]:
     """The stored units among `unit_ids`, as they are now."""
-    units: dict[str, _Unit] = {}
-    for chunk in chunks(unit_ids):
-        rows = sql._run(
-            cur,
-            "SELECT unit_id, pk, message_count, slice_count, timestamp FROM units"
-            f" WHERE namespace_id = ? AND unit_id IN {in_list(len(chunk))}",
-            (namespace_id, *chunk),
-        ).fetchall()
-        for unit_id, pk, count, slice_count, timestamp in rows:
-            units[str(unit_id)] = _Unit(
-                str(unit_id), int(pk), int(count), int(slice_count), int(timestamp)
-            )
-    return units
+    rows = units_among(
+        sql, cur, namespace_id, unit_ids, "pk, message_count, slice_count, timestamp"
+    )
+    return {
+        str(unit_id): _Unit(str(unit_id), int(pk), int(count), int(slices), int(timestamp))
+        for unit_id, pk, count, slices, timestamp in rows
+    }
 
 
 def _insert_units(sql: SqlBase, cur: Cursor, namespace_id: int, created: list[_Unit]) -> None:
@@ -214,8 +206,8 @@ def _insert_contents(
     stored = (c.messages for c in commits if c.messages)
     for (unit, made), increment in zip(slices, stored, strict=True):
         for position, message in enumerate(increment, start=made.start_index):
-            messages.append((unit.pk, position, message_key(message.id), *message_params(message)))
-    sql._insert_rows(cur, "messages", _MESSAGE_ROW_COLUMNS, messages)
+            messages.append(message_row(unit.pk, position, message))
+    sql._insert_rows(cur, "messages", MESSAGE_ROW_COLUMNS, messages)
     rows = [slice_row(unit.pk, namespace_id, s) for unit, s in slices]
     sql._insert_rows(cur, "slices", SLICE_ROW_COLUMNS, rows)
 

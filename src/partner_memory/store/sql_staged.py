@@ -13,7 +13,7 @@ from typing import Any
 
 from partner_memory.model import LogEntry
 from partner_memory.store.sql_base import Cursor, SqlBase
-from partner_memory.store.sql_window import chunks, in_list
+from partner_memory.store.sql_window import units_among
 from partner_memory.store.staged import (
     FiledTopics,
     IndexedMessages,
@@ -98,16 +98,8 @@ def _unit_pks(
     sql: SqlBase, cur: Cursor, namespace_id: int, unit_ids: Sequence[str]
 ) -> dict[str, int]:
     """The keys of the namespace's units among `unit_ids` (a forgotten one is missing)."""
-    found: dict[str, int] = {}
-    for chunk in chunks(list(dict.fromkeys(unit_ids))):
-        rows = sql._run(
-            cur,
-            "SELECT unit_id, pk FROM units WHERE namespace_id = ?"
-            f" AND unit_id IN {in_list(len(chunk))}",
-            (namespace_id, *chunk),
-        ).fetchall()
-        found.update((str(unit_id), int(pk)) for unit_id, pk in rows)
-    return found
+    rows = units_among(sql, cur, namespace_id, unit_ids, "pk")
+    return {str(unit_id): int(pk) for unit_id, pk in rows}
 
 
 class _RecallRows:

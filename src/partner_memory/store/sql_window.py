@@ -48,6 +48,22 @@ def in_list(count: int) -> str:
     return "(" + ", ".join(["?"] * count) + ")"
 
 
+def units_among(
+    sql: SqlBase, cur: Cursor, namespace_id: int, unit_ids: Sequence[str], columns: str
+) -> list[Any]:
+    """(unit_id, `columns`...) of the namespace's units among `unit_ids` (a unit not
+    stored, or forgotten since, is missing)."""
+    rows: list[Any] = []
+    for chunk in chunks(list(dict.fromkeys(unit_ids))):
+        rows += sql._run(
+            cur,
+            f"SELECT unit_id, {columns} FROM units"
+            f" WHERE namespace_id = ? AND unit_id IN {in_list(len(chunk))}",
+            (namespace_id, *chunk),
+        ).fetchall()
+    return rows
+
+
 def _rolled_for(value: int | None) -> int | None:
     """`activity.idle_rolled_for`, whose -1 means no quiet rolled yet."""
     return None if value is None or int(value) < 0 else int(value)

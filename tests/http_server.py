@@ -42,7 +42,7 @@ class Server:
     """`partner-memory serve` (or `inspect`, the read-only inspector) on a free port,
     ready when constructed."""
 
-    def __init__(self, database: str, *args: str, command: str = "serve") -> None:
+    def __init__(self, database: str, *args: str, command: str = "serve", cwd: Path = ROOT) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, PARTNER_MEMORY_ROLLING_IDLE_CHECK_INTERVAL_S="0")
@@ -53,7 +53,7 @@ class Server:
                 *(sys.executable, "-m", "partner_memory", command),
                 *("--db", database, "--port", str(self.port), *args),
             ],
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -95,3 +95,53 @@ def test_any_message_comes_back_exactly() -> None:
     for message in (FrameworkMessage("user", ["hi"]), call, result):
         assert framework_message(message_of(message)).to_dict() == message.to_dict()
     assert message_of(FrameworkMessage("user", ["hi"])).text == "hi"
+
+
+def test_messages_saved_again_are_stored_once(store_url: str) -> None:
+    """As agent-framework-core's `InMemoryHistoryProvider.save_messages` (its
+    `filter_new_messages`): the same messages saved twice are stored once, a whole
+    conversation sent again adds only its new messages, a repeated user input is a
+    new turn, and a message is known by its id."""
+    with MemoryService.open(store_url) as service:
+        provider = PartnerMemoryHistoryProvider(memory=service)
+        two = [FrameworkMessage("user", ["hi"]), FrameworkMessage("assistant", ["hello"])]
+        asyncio.run(provider.save_messages("s1", two))
+        asyncio.run(provider.save_messages("s1", two))
+        assert [m.text for m in asyncio.run(provider.get_messages("s1"))] == ["hi", "hello"]
+
+        whole = [*two, FrameworkMessage("user", ["more"]), FrameworkMessage("assistant", ["ok"])]
+        asyncio.run(provider.save_messages("s1", whole))
+        texts = [m.text for m in asyncio.run(provider.get_messages("s1"))]
+        assert texts == ["hi", "hello", "more", "ok"]
+        for turn in range(3):  # a caller resending the conversation each turn: 2N, not N(N+1)
+            whole += [FrameworkMessage("user", [f"q{turn}"]), FrameworkMessage("assistant", ["a"])]
+            asyncio.run(provider.save_messages("s1", whole))
+        assert len(service.memory("s1").window()) == len(whole) == 10
+
+        asyncio.run(provider.save_messages("s2", [FrameworkMessage("user", ["yes"])]))
+        asyncio.run(provider.save_messages("s2", [FrameworkMessage("user", ["yes"])]))
+        assert [m.text for m in asyncio.run(provider.get_messages("s2"))] == ["yes", "yes"]
+
+        known = [
+            FrameworkMessage("user", ["with an id"], message_id="m-1"),
+            FrameworkMessage("assistant", ["and a reply"], message_id="m-2"),
+        ]
+        asyncio.run(provider.save_messages("s3", known))
+        assert service.memory("s3").roll_now(idle=True) is not None  # the window is empty
+        asyncio.run(provider.save_messages("s3", [*known, FrameworkMessage("user", ["new"])]))
+        assert [w.message.text for w in service.memory("s3").window()] == ["new"]
+
+
+def test_a_session_is_forgotten_through_the_provider(store_url: str) -> None:
+    with MemoryService.open(store_url) as service:
+        history = PartnerMemoryHistoryProvider(memory=service)
+        context = PartnerMemoryContextProvider(memory=service)
+        asyncio.run(history.save_messages("s1", [FrameworkMessage("user", ["Luna is my cat"])]))
+        asyncio.run(history.save_messages("s2", [FrameworkMessage("user", ["Rex is my dog"])]))
+        asyncio.run(history.clear("s1"))
+        assert asyncio.run(history.get_messages("s1")) == []
+        assert [m.text for m in asyncio.run(history.get_messages("s2"))] == ["Rex is my dog"]
+        asyncio.run(context.clear("s2"))
+        assert asyncio.run(history.get_messages("s2")) == []
+        with pytest.raises(InvalidInputError, match="session_id"):
+            asyncio.run(history.clear(None))

@@ -291,3 +291,47 @@ def test_namespaces_map_both_ways_without_collisions() -> None:
     assert [labels_of(n) for n in names] == odd
     assert namespace_of(("a", "b")).startswith(namespace_of(("a",)))
     assert not namespace_of(("ab",)).startswith(namespace_of(("a",)))
+
+
+def test_a_query_with_a_filter_returns_every_item_the_filter_keeps(backend_url: str) -> None:
+    """Mirrors langchain-ai/langgraph libs/checkpoint-sqlite/tests/test_store.py
+    test_vector_search_with_filters (only the store differs): with a query, every
+    indexed item passing the filter comes back, recall's best first, up to `limit`."""
+    with MemoryService.open(backend_url) as service:
+        store = PartnerMemoryStore(memory=service)
+        docs = [
+            ("doc1", {"text": "red apple", "color": "red", "score": 4.5}),
+            ("doc2", {"text": "red car", "color": "red", "score": 3.0}),
+            ("doc3", {"text": "green apple", "color": "green", "score": 4.0}),
+            ("doc4", {"text": "blue car", "color": "blue", "score": 3.5}),
+        ]
+        for key, value in docs:
+            store.put(("test",), key, value)
+
+        found = store.search(("test",), query="apple", filter={"color": "red"})
+        assert [r.key for r in found] == ["doc1", "doc2"]
+        found = store.search(("test",), query="car", filter={"color": "red"})
+        assert found[0].key == "doc2"
+        found = store.search(("test",), query="blue", filter={"score": {"$gt": 3.2}})
+        assert len(found) == 3
+        assert found[0].key == "doc4"
+        assert {r.key for r in found} == {"doc1", "doc3", "doc4"}
+        assert found[0].score is not None
+        found = store.search(
+            ("test",), query="apple", filter={"score": {"$gte": 4.0}, "color": "green"}
+        )
+        assert [r.key for r in found] == ["doc3"]
+        every = store.search(("test",), query="blue", filter={"score": {"$gt": 3.2}})
+        paged = store.search(("test",), query="blue", filter={"score": {"$gt": 3.2}}, offset=1)
+        assert [r.key for r in paged] == [r.key for r in every[1:]]
+        assert (
+            len(store.search(("test",), query="blue", filter={"score": {"$gt": 0}}, limit=2)) == 2
+        )
+        store.put(("test",), "doc5", {"text": "blue hat", "score": 9.0}, index=False)
+        found = store.search(("test",), query="hat", filter={"score": {"$gt": 8}})
+        assert found == []  # an item put without an index is not searched by a query
+        for i in range(12):  # recall's few candidates are all apples, none kept
+            store.put(("fruit",), f"apple{i}", {"text": f"apple number {i}", "score": 1})
+        store.put(("fruit",), "pear", {"text": "a pear", "score": 9.5})
+        found = store.search(("fruit",), query="apple", filter={"score": {"$gt": 8}}, limit=1)
+        assert [(r.key, r.score) for r in found] == [("pear", None)]  # kept, after recall's

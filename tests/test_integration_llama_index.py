@@ -7,7 +7,7 @@ stay apart; a forgotten namespace gives nothing back."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,82 +26,18 @@ framework("llama_index.core")
 pytestmark = pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
 T = TypeVar("T")
 
+from examples.llama_index_model import ChatCompletions  # noqa: E402
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent  # noqa: E402
 from llama_index.core.base.llms.types import (  # noqa: E402
     ChatMessage,
-    ChatResponse,
-    CompletionResponse,
-    CompletionResponseGen,
-    LLMMetadata,
 )
-from llama_index.core.llms import CustomLLM  # noqa: E402
-from llama_index.core.llms.callbacks import llm_chat_callback  # noqa: E402
-from llama_index.core.llms.function_calling import FunctionCallingLLM  # noqa: E402
 from llama_index.core.memory import Memory  # noqa: E402
-from llama_index.core.tools.types import BaseTool  # noqa: E402
-from openai import AsyncOpenAI, OpenAI  # noqa: E402
 
 from partner_memory.integrations.llama_index import (  # noqa: E402
     SESSION_KEY,
     PartnerMemoryBlock,
     message_of,
 )
-
-
-class ChatCompletions(CustomLLM, FunctionCallingLLM):
-    """A LlamaIndex model on an OpenAI-compatible endpoint that calls no tools (the
-    framework's own OpenAI model pins an older `openai` than the other adapters)."""
-
-    base_url: str
-
-    @property
-    def metadata(self) -> LLMMetadata:
-        return LLMMetadata(is_chat_model=True, is_function_calling_model=True, model_name="local")
-
-    def _said(self, messages: Sequence[ChatMessage]) -> list[Any]:
-        return [{"role": m.role.value, "content": m.content or ""} for m in messages]
-
-    @llm_chat_callback()
-    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        client = AsyncOpenAI(base_url=self.base_url, api_key="local", max_retries=0)
-        answer = await client.chat.completions.create(model="local", messages=self._said(messages))
-        await client.close()
-        return ChatResponse(
-            message=ChatMessage(role="assistant", content=answer.choices[0].message.content)
-        )
-
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        with OpenAI(base_url=self.base_url, api_key="local", max_retries=0) as client:
-            said = [{"role": "user", "content": prompt}]
-            answer = client.chat.completions.create(model="local", messages=said)  # type: ignore[arg-type]
-        return CompletionResponse(text=answer.choices[0].message.content or "")
-
-    def stream_complete(
-        self, prompt: str, formatted: bool = False, **kwargs: Any
-    ) -> CompletionResponseGen:
-        response = self.complete(prompt)
-        yield CompletionResponse(text=response.text, delta=response.text)
-
-    def _prepare_chat_with_tools(
-        self,
-        tools: Sequence[BaseTool],
-        user_msg: str | ChatMessage | None = None,
-        chat_history: list[ChatMessage] | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        asked = [ChatMessage(role="user", content=user_msg)] if isinstance(user_msg, str) else []
-        return {
-            "messages": [
-                *(chat_history or []),
-                *asked,
-                *([user_msg] if user_msg and not asked else []),
-            ]
-        }
-
-    def get_tool_calls_from_response(
-        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
-    ) -> list[Any]:
-        return []
 
 
 class Chats:
@@ -235,6 +171,48 @@ def test_under_a_token_limit_recall_goes_first_then_the_flushed_messages(
 
         service.memory("user-7").forget_all()
         assert chats.run(block.aget(asked("Kyoto"))) == ""
+
+
+def test_the_readme_setup_remembers_across_a_restart_and_reset_forgets(
+    tmp_path: Path, fake_llm: Any, model: Model
+) -> None:
+    """The README's setup: `Memory`'s queue in a file, the block over a database. A new
+    process (a new loop, new objects) is shown what was said; `Memory.reset()` empties
+    the queue only, `block.reset()` forgets what partner-memory holds."""
+    queue = f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}"
+    db = str(tmp_path / "memory.db")
+
+    def process(*texts: str, reset: bool = False) -> None:
+        chats = Chats(fake_llm)
+        block = PartnerMemoryBlock("user-7", db=db)
+        try:
+            memory = Memory.from_defaults(
+                session_id="chat-1",
+                memory_blocks=[block],
+                async_database_uri=queue,
+                tokenizer_fn=str.split,
+                token_limit=16,
+                token_flush_size=4,
+            )
+            chats.memories.append(memory)
+            for text in texts:
+                chats.ask(memory, text)
+            if reset:
+                chats.run(memory.areset())
+                chats.run(block.areset())
+        finally:
+            chats.close()
+            chats.loop.close()
+            block.close()
+
+    process("My cat is called Luna, she is four", "She likes tuna and sleeping all day")
+    process("What is my cat called?")  # a restart
+    assert "Luna" in model.seen[-1]
+    with MemoryService.open(db) as service:
+        assert service.memory("user-7").window()  # what Memory flushed is kept here
+    process(reset=True)
+    process("What is my cat called?")
+    assert "Luna" not in model.seen[-1]
 
 
 def test_a_remote_serve_through_the_client(tmp_path: Path, chats: Chats, model: Model) -> None:

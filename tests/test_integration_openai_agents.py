@@ -132,22 +132,37 @@ def test_any_item_comes_back_exactly() -> None:
     assert (plain.role, plain.text, plain.metadata) == ("user", "hi", {})
 
 
-def test_a_tool_output_never_comes_without_its_call(tmp_path: Path) -> None:
+def test_get_items_with_a_limit_gives_the_newest_items_as_stored(tmp_path: Path) -> None:
+    """Mirrors openai/openai-agents-python tests/memory/test_session.py
+    test_sqlite_session_get_items_with_limit, with a tool call among the items: the
+    newest `limit` items as stored, an output whose call is cut off included (the
+    runner drops it, as for `SQLiteSession`)."""
     session = PartnerMemorySession("user-7", db=str(tmp_path / "memory.db"))
     try:
+        items: list[Any] = [
+            {"role": "user", "content": "Message 1"},
+            {"role": "assistant", "content": "Response 1"},
+            {"role": "user", "content": "Message 2"},
+            {"role": "assistant", "content": "Response 2"},
+            {"role": "user", "content": "Message 3"},
+            {"role": "assistant", "content": "Response 3"},
+        ]
+        asyncio.run(session.add_items(items))
+        assert asyncio.run(session.get_items()) == items
+        assert asyncio.run(session.get_items(limit=2)) == items[-2:]
+        assert asyncio.run(session.get_items(limit=4)) == items[-4:]
+        assert asyncio.run(session.get_items(limit=10)) == items
+        assert asyncio.run(session.get_items(limit=0)) == []
+
         call = {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{}"}
         output = {"type": "function_call_output", "call_id": "c1", "output": "sunny"}
-        asyncio.run(session.add_items([{"role": "user", "content": "weather?"}, call, output]))
-        assert asyncio.run(session.get_items()) == [
-            {"role": "user", "content": "weather?"},
-            call,
-            output,
-        ]
-        assert asyncio.run(session.get_items(limit=1)) == []  # the output alone is left out
+        asyncio.run(session.add_items([call, output]))
+        assert asyncio.run(session.get_items(limit=1)) == [output]
+        assert asyncio.run(session.get_items(limit=2)) == [call, output]
         custom = {"type": "custom_tool_call", "call_id": "c2", "name": "grep", "input": "x"}
         result = {"type": "custom_tool_call_output", "call_id": "c2", "output": "found"}
         asyncio.run(session.add_items([custom, result]))
-        assert asyncio.run(session.get_items(limit=2)) == [custom, result]
+        assert len(asyncio.run(session.get_items(limit=3))) == 3
     finally:
         session.close()
 

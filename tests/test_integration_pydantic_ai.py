@@ -61,3 +61,18 @@ def test_any_message_comes_back_exactly() -> None:
         assert model_message(message_of(message)) == message
     assert message_of(call).text == 'called weather({"city":"Kyoto"})'
     assert message_of(ModelRequest(parts=[UserPromptPart("hi")])).role == "user"
+
+
+def test_a_conversation_is_forgotten_through_the_capability(
+    store_url: str, fake_llm: Any, model: Model
+) -> None:
+    with MemoryService.open(store_url) as service:
+        asyncio.run(_agent(fake_llm, service, "user-7").run("My cat is called Luna"))
+        asyncio.run(_agent(fake_llm, service, "user-8").run("My dog is called Rex"))
+        capability = partner_memory_history("user-7", memory=service)
+        capability.clear()
+        assert service.memory("user-7").window() == []
+        asyncio.run(_agent(fake_llm, service, "user-7").run("What is my cat called?"))
+        assert "Luna" not in model.seen[-1]
+        asyncio.run(partner_memory_history("user-8", memory=service).aclear())
+        assert service.memory("user-8").window() == []

@@ -91,6 +91,13 @@ def test_metrics_are_prometheus_text_and_logs_are_json(
     assert (
         value(scrape(f"http://127.0.0.1:{metrics_port}/metrics"), "partner_memory_namespaces") == 1
     )
+    # ...to the Hosts the API serves only (a rebinding page's name gets 421, as on the API)
+    for url in (f"http://127.0.0.1:{metrics_port}/metrics", f"{server.url}/healthz"):
+        foreign = httpx.get(url, headers={"Host": "evil.example:80"}, timeout=30)
+        assert foreign.status_code == 421
+        assert foreign.json()["error"]["code"] == "misdirected"
+    local = httpx.get(f"http://localhost:{metrics_port}/metrics", timeout=30)
+    assert local.status_code == 200
 
     output = server.stop()
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]

@@ -63,18 +63,26 @@ def check_serving(
         raise ConfigurationError(
             "several workers need PostgreSQL: an SQLite file is served by one process (--workers 1)"
         )
-    if is_loopback(host) or insecure:
-        return
     store = StoreSettings.from_env().open(database)
     try:
         keyed = KeyRing(store).any_live()
     finally:
         store.close()
-    if not keyed:
+    if keyed:
+        return
+    if not (is_loopback(host) or insecure):
         raise ConfigurationError(
             f"refusing to serve {host} without any API key: create one with"
-            " `partner-memory keys create`, or pass --insecure"
+            f" `partner-memory keys create --db {database}`, or pass --insecure"
         )
+    reach = "any local process" if is_loopback(host) else "anyone who can reach it"
+    print(
+        f"partner-memory: warning: {database} has no API key, so {reach} can read, write"
+        " and forget every namespace; create one with"
+        f" `partner-memory keys create --db {database} --namespaces '*' --scope admin`",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _announce(what: str, host: str, port: int, note: str) -> str:
@@ -93,7 +101,7 @@ def app_from_env() -> ASGIApp:
     exposition = sdk.configure()  # the OTEL_* variables; before any instrument is made
     port = os.environ.get(_METRICS_PORT_VARIABLE)
     if port and exposition is not None:
-        exposition.serve_on(int(port))
+        exposition.serve_on(int(port), hosts.permits)  # the API's Host policy
     service = MemoryService.open()  # PARTNER_MEMORY_DB and the rest of the environment
     return create_app(
         service, max_body=max_body, hosts=hosts, owns_service=True, metrics=exposition

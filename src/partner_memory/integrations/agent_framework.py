@@ -10,7 +10,10 @@ gives the agent, before a run, the namespace's context (once something
 rolled: the summary, what recall found) as a system message, then the
 window's messages, each exactly as the framework made it (kept in the
 message's metadata); after the run the framework's base class stores the
-inputs and the response through `save_messages`.
+inputs and the response through `save_messages`, which records only what
+memory does not hold yet (as the framework's own in-memory provider does): a
+caller that sends the whole conversation again each turn stores each message
+once. `clear(session_id)` (or `adelete_session`) forgets a session.
 `PartnerMemoryContextProvider` instead adds, as instructions, the context and
 what recall finds for the run's input (so a long memory is asked, not
 replayed), and records the turn unless a history provider does. What they do
@@ -21,6 +24,7 @@ or serve a run without a session id.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,10 @@ class _Sessions(NamespaceBindings):
                 " session=agent.create_session(session_id=...)"
             )
         return self._bound(session_id)
+
+    async def clear(self, session_id: str | None) -> None:
+        """Forget the session: its namespace's window, units, slices and context."""
+        await asyncio.to_thread(lambda: self._binding(session_id).forget_all())
 
 
 class PartnerMemoryHistoryProvider(_Sessions, HistoryProvider):
@@ -87,8 +95,16 @@ class PartnerMemoryHistoryProvider(_Sessions, HistoryProvider):
         state: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        recorded = [message_of(m) for m in messages]
-        await asyncio.to_thread(lambda: self._binding(session_id).record(recorded))
+        """Record what memory does not hold yet: the messages after the part of
+        `messages` that repeats the window (a whole conversation sent again), and
+        never one whose framework id memory holds or forgot."""
+
+        def save() -> None:
+            binding = self._binding(session_id)
+            held = [framework_message(m) for m in binding.window()]
+            binding.record_new([message_of(m) for m in new_messages(held, messages)])
+
+        await asyncio.to_thread(save)
 
 
 class PartnerMemoryContextProvider(_Sessions, ContextProvider):
@@ -142,9 +158,46 @@ class PartnerMemoryContextProvider(_Sessions, ContextProvider):
 
 
 def message_of(message: FrameworkMessage) -> Message:
-    """A framework message as a partner-memory message: what it says, and itself."""
+    """A framework message as a partner-memory message: what it says, and itself (under
+    its framework id, if it has one, so it is never recorded twice)."""
     role = _ROLES.get(str(message.role), "assistant")  # a tool's result reads as the agent's
-    return Message(role, message.text or "", metadata={MESSAGE_KEY: message.to_dict()})
+    metadata = {MESSAGE_KEY: message.to_dict()}
+    if message.message_id:
+        return Message(role, message.text or "", id=message.message_id, metadata=metadata)
+    return Message(role, message.text or "", metadata=metadata)
+
+
+def _identity(message: FrameworkMessage) -> tuple[str, ...]:
+    if message.message_id:
+        return ("id", message.message_id)
+    contents = json.dumps([c.to_dict() for c in message.contents], sort_keys=True, default=str)
+    return ("content", str(message.role), contents)
+
+
+def new_messages(
+    held: Sequence[FrameworkMessage], incoming: Sequence[FrameworkMessage]
+) -> list[FrameworkMessage]:
+    """What `incoming` adds to `held` (the newest messages memory holds): what follows
+    `held` inside it (a whole conversation sent again), else what follows the longest
+    end of `held` it starts with. A message is itself by its id, else by its role and
+    contents; one repeated user message without an id is a new turn ("yes" twice)."""
+    if not held:
+        return list(incoming)
+    known = [_identity(m) for m in held]
+    said = [_identity(m) for m in incoming]
+
+    def repeated_input(overlap: int) -> bool:
+        return overlap == 1 and str(held[-1].role) == "user" and known[-1][0] != "id"
+
+    for start in range(len(said) - len(known) + 1):
+        if said[start : start + len(known)] == known and not (
+            start == 0 and len(known) == 1 and repeated_input(1)
+        ):
+            return list(incoming[start + len(known) :])
+    for overlap in range(min(len(known), len(said)), 0, -1):
+        if known[-overlap:] == said[:overlap] and not repeated_input(overlap):
+            return list(incoming[overlap:])
+    return list(incoming)
 
 
 def framework_message(message: Message) -> FrameworkMessage:

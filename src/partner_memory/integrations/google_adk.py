@@ -11,10 +11,13 @@ one user of two apps, never share memory; each event is a message whose id is
 the event's id, whose speaker is the event's author, and whose metadata names
 its ADK session. `add_session_to_memory` may hand the same session many times:
 only the events memory does not hold yet are recorded, and a deleted one is
-never recorded again. `search_memory` is recall: the namespace's context first
-(once something rolled: the summary of what came before), then the messages
-found, best first, then the summaries of the slices holding them.
-`delete_memory` forgets the message (or the slice) with that id. What it does
+never recorded again. `search_memory` is recall kept to what matches, as ADK's
+own services do: the messages recall ranks that share a word with the query,
+best first, then the summaries of the slices holding them, with the
+namespace's context (once something rolled) before them; a query nothing
+matches returns nothing, so `preload_memory` puts no noise in the prompt.
+`delete_memory` forgets the message (or the slice) with that id;
+`forget_user` forgets all of one user's memory at once. What it does
 not do: record events without text (tool calls and results, thoughts), or a
 session's state and artifacts.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,7 @@ from google.genai import types
 from partner_memory.errors import InvalidInputError, NotFoundError
 from partner_memory.integrations.binding import Memory, NamespaceBinding, NamespaceBindings
 from partner_memory.model import Message, Role
+from partner_memory.recall.analyze import terms
 from partner_memory.recall.results import RecallResult
 
 #: Where a message names the ADK session its event came from.
@@ -117,12 +122,17 @@ class PartnerMemoryService(NamespaceBindings, BaseMemoryService):
     async def search_memory(
         self, *, app_name: str, user_id: str, query: str
     ) -> SearchMemoryResponse:
-        """The context, then what recall finds for `query`, then the slices holding it."""
+        """What recall finds for `query` that shares a word with it, then the slices
+        holding it, after the context; nothing when nothing matches."""
         binding = self._user(app_name, user_id)
 
         def search() -> list[MemoryEntry]:
+            if not query.strip():
+                return []
+            found = matching(binding.recall(query, k=self.k, activate=False))
+            if not found.hits:
+                return []
             context = binding.context_xml() if self.context else ""
-            found = binding.recall(query, k=self.k, activate=False) if query.strip() else None
             return ([_said_by_memory(context)] if context else []) + _entries(found)
 
         return SearchMemoryResponse(memories=await asyncio.to_thread(search))
@@ -132,21 +142,60 @@ class PartnerMemoryService(NamespaceBindings, BaseMemoryService):
     ) -> None:
         """Forget the message (or slice) a search returned with this id; an id memory
         does not hold is nothing to delete."""
-        if not memory_id:
-            return
+        if memory_id:
+            await self.delete_memories(app_name=app_name, user_id=user_id, memory_ids=[memory_id])
+
+    async def delete_memories(
+        self, *, app_name: str, user_id: str, memory_ids: Sequence[str]
+    ) -> int:
+        """Forget these messages and slices (ids as a search returned them) in one forget
+        of the messages and one per slice; ids memory does not hold are skipped. How
+        many messages and slices were forgotten."""
         binding = self._user(app_name, user_id)
+        slices = [i for i in memory_ids if i.startswith(_SLICE)]
+        messages = [i for i in dict.fromkeys(memory_ids) if i and not i.startswith(_SLICE)]
 
-        def forget() -> None:
+        def forget() -> int:
             try:
-                if memory_id.startswith(_SLICE):
-                    unit_id, _, slice_id = memory_id.removeprefix(_SLICE).partition(":")
+                forgotten = binding.forget(messages)
+            except NotFoundError:  # none of them is held
+                forgotten = 0
+            for memory_id in dict.fromkeys(slices):
+                unit_id, _, slice_id = memory_id.removeprefix(_SLICE).partition(":")
+                try:
                     binding.forget_slice(unit_id, slice_id)
-                else:
-                    binding.forget([memory_id])
-            except NotFoundError:
-                pass
+                except NotFoundError:
+                    continue
+                forgotten += 1
+            return forgotten
 
-        await asyncio.to_thread(forget)
+        return await asyncio.to_thread(forget)
+
+    async def forget_user(self, *, app_name: str, user_id: str) -> None:
+        """Forget everything one user of one app said (the namespace: window, units,
+        slices, context), as the `clear` verb ADK's memory services lack."""
+        await asyncio.to_thread(self._user(app_name, user_id).forget_all)
+
+
+def matching(found: RecallResult) -> RecallResult:
+    """`found` kept to the messages that share a word (an index term: stemmed, stop
+    words left out, Chinese segmented) with its query, and the slices holding them.
+    Recall also ranks a message's neighbours and near meanings; a memory service is
+    asked what matches, and its answer goes into the prompt whole."""
+    asked = set(terms(found.query))
+    hits = [h for h in found.hits if asked.intersection(terms(h.message.text))]
+    held = {(h.unit_id, h.position) for h in hits}
+    slices = [
+        s
+        for s in found.slices
+        if any(
+            unit == s.unit_id
+            and position is not None
+            and s.slice.start_index <= position < s.slice.end_index
+            for unit, position in held
+        )
+    ]
+    return replace(found, hits=hits, slices=slices)
 
 
 def message_of(

@@ -16,10 +16,11 @@ over them, so a question finds items by words, meaning and dates, and the
 inspector shows them. Putting a key again or deleting it forgets its old
 message; forgetting the message (or the namespace) deletes the item.
 Filters (`{"kind": "trip"}`, `$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte`)
-compare top-level fields as LangGraph's own stores do; with a query they
-apply to recall's best candidates. Items may expire (`ttl` in minutes, a
-`TTLConfig`); an expired item is never returned, and `sweep_ttl` (or the
-sweeper) deletes it and its message. What it does not do: serve a
+compare top-level fields as LangGraph's own stores do; with a query, every
+indexed item the filter keeps is returned, recall's hits first (by score),
+then those recall did not reach (newest first, score None), up to `limit`.
+Items may expire (`ttl` in minutes, a `TTLConfig`); an expired item is never
+returned, and `sweep_ttl` (or the sweeper) deletes it and its message. What it does not do: serve a
 `MemoryClient` (items are not in the HTTP API), or compare vectors of an
 `IndexConfig`'s own embedder (recall has its own).
 """
@@ -264,17 +265,36 @@ class PartnerMemoryStore(BaseStore):
         return [SearchItem(**_fields(stored), score=score) for stored, score in found]
 
     def _filtered(self, prefix: str, op: SearchOp, now: int) -> list[StoredItem]:
-        """The items under `prefix` the filter keeps, newest first, read a page at a time
-        until the `offset + limit` first are found."""
+        """The items under `prefix` the filter keeps, newest first, from `offset`."""
+        return self._kept(prefix, op, now, op.offset + op.limit)[op.offset :]
+
+    def _kept(
+        self,
+        prefix: str,
+        op: SearchOp,
+        now: int,
+        wanted: int,
+        *,
+        indexed: bool = False,
+        skip: frozenset[tuple[str, str]] = frozenset(),
+    ) -> list[StoredItem]:
+        """The first `wanted` items under `prefix` the filter keeps (with `indexed`, only
+        items with a message; never those in `skip`), newest first, a page at a time."""
         kept: list[StoredItem] = []
         offset = 0
-        while len(kept) < op.offset + op.limit:
+        while len(kept) < wanted:
             page = self._items.list_items(prefix, now=now, limit=_FILTER_PAGE, offset=offset)
-            kept += [i for i in page if _matches(i, op.filter)]
+            kept += [
+                i
+                for i in page
+                if _matches(i, op.filter)
+                and (i.namespace, i.key) not in skip
+                and not (indexed and i.message_id is None)
+            ]
             if len(page) < _FILTER_PAGE:
                 break
             offset += _FILTER_PAGE
-        return kept[op.offset : op.offset + op.limit]
+        return kept[:wanted]
 
     def _recalled(
         self, prefix: str, op: SearchOp, now: int
@@ -297,7 +317,15 @@ class PartnerMemoryStore(BaseStore):
                 if score is not None and _matches(item, op.filter):
                     scored.append((score, item))
         scored.sort(key=lambda s: -s[0])
-        return [(item, score) for score, item in scored[op.offset : wanted]]
+        ranked: list[tuple[StoredItem, float | None]] = [(i, score) for score, i in scored]
+        if op.filter and len(ranked) < wanted:
+            # a filter selects: every indexed item it keeps is returned, recall's first,
+            # then those recall did not reach (newest first), as LangGraph's stores rank
+            # every indexed item under the prefix
+            reached = frozenset((i.namespace, i.key) for i, _ in ranked)
+            rest = self._kept(prefix, op, now, wanted - len(ranked), indexed=True, skip=reached)
+            ranked += [(item, None) for item in rest]
+        return ranked[op.offset : wanted]
 
     def _refresh(self, items: Sequence[StoredItem]) -> None:
         for namespace, keys in _by_namespace((i.namespace, i.key) for i in items).items():

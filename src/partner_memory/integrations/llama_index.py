@@ -15,7 +15,10 @@ go of: the namespace's context (once something rolled: the summary), the
 flushed messages not rolled yet, and what recall finds for the latest user
 message. Under a token limit it drops what recall found first, then the
 flushed messages. What it does not do: keep `Memory`'s short-term queue (that
-is `Memory`'s own chat store), or record messages without text (tool calls).
+is `Memory`'s own chat store: give it a file, `async_database_uri=`, to keep
+it across restarts), or record messages without text (tool calls).
+`Memory.reset()` empties only that queue; `block.reset()` (or `areset()`)
+forgets what partner-memory holds of the namespace.
 """
 
 from __future__ import annotations
@@ -85,6 +88,15 @@ class PartnerMemoryBlock(BaseMemoryBlock[str]):
             if at >= 0:
                 left = left[:at].rstrip("\n")
         return left or None
+
+    def reset(self) -> None:
+        """Forget the namespace: window, units, slices and context (`Memory.reset()`
+        empties only `Memory`'s own queue)."""
+        self._binding.forget_all()
+
+    async def areset(self) -> None:
+        """`reset`, off the event loop."""
+        await asyncio.to_thread(self._binding.forget_all)
 
     def close(self) -> None:
         """Close the service opened from `db` (one handed in stays open)."""

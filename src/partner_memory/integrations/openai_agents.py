@@ -52,7 +52,8 @@ class PartnerMemorySession(BoundAdapter, SessionABC):
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The context (once something rolled), then the window's items; the newest
-        `limit` of them, never starting with a tool output whose call is left out."""
+        `limit` of them, as stored (the runner drops a tool output whose call is left
+        out, as it does for the SDK's own sessions)."""
         limit = resolve_session_limit(limit, self.session_settings)
         return await asyncio.to_thread(self._items, limit)
 
@@ -63,7 +64,7 @@ class PartnerMemorySession(BoundAdapter, SessionABC):
             items.insert(0, cast("TResponseInputItem", {"role": "system", "content": context}))
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
-        return _without_orphans(items)
+        return items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         messages = [message_of(item) for item in items]
@@ -123,22 +124,3 @@ def _text(data: Mapping[str, Any]) -> str:
         summary = data.get("summary") or []
         return "\n".join(str(s.get("text", "")) for s in summary if isinstance(s, Mapping))
     return json.dumps(data, ensure_ascii=False, default=str)
-
-
-def _without_orphans(items: list[TResponseInputItem]) -> list[TResponseInputItem]:
-    """Drop tool outputs whose call is not among the items (cut off by rolling or by
-    `limit`): a model refuses an output without its call."""
-    calls = {  # function_call, computer_call, custom_tool_call, shell_call...
-        i.get("call_id")
-        for i in items
-        if isinstance(i, dict) and str(i.get("type", "")).endswith("_call")
-    }
-    return [
-        i
-        for i in items
-        if not (
-            isinstance(i, dict)
-            and str(i.get("type", "")).endswith("_call_output")
-            and i.get("call_id") not in calls
-        )
-    ]

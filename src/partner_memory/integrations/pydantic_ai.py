@@ -11,7 +11,9 @@ the message's metadata); each model request is sent the namespace's context
 then that history, then the run's own messages; after the run, its new
 messages are recorded. What it does not do: give back the messages of rolled
 units (the summary stands for them), or merge a `message_history` the caller
-passes with the stored one (pass one or the other).
+passes with the stored one (pass one or the other). Pydantic AI has no verb
+for forgetting a conversation: `clear()` (or `aclear()`) on the capability
+forgets its namespace.
 """
 
 from __future__ import annotations
@@ -87,6 +89,14 @@ class PartnerMemoryHistory(BoundAdapter, AbstractCapability[Any]):
         messages = [message_of(m) for m in result.new_messages()]
         await asyncio.to_thread(self._binding.record, messages)
         return result
+
+    def clear(self) -> None:
+        """Forget the conversation: the namespace's window, units, slices and context."""
+        self._binding.forget_all()
+
+    async def aclear(self) -> None:
+        """`clear`, off the event loop."""
+        await asyncio.to_thread(self._binding.forget_all)
 
 
 def partner_memory_history(

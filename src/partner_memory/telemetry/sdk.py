@@ -11,12 +11,14 @@ already installed (by `opentelemetry-instrument`, say) is left alone.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import metrics, trace
 
@@ -26,6 +28,10 @@ log = logging.getLogger(__name__)
 
 EXTRA_HINT = "install the telemetry extra (pip install 'partner-memory[telemetry]')"
 DEFAULT_SERVICE_NAME = "partner-memory"
+
+
+def _any_host(host: str | None) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
@@ -39,14 +45,35 @@ class Exposition:
 
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
-    def serve_on(self, port: int) -> None:
-        """Also expose the metrics on `port` of the loopback address, without keys."""
-        from prometheus_client import start_http_server
+    def serve_on(self, port: int, permits: Callable[[str | None], bool] = _any_host) -> None:
+        """Also expose the metrics on `port` of the loopback address, without keys, to
+        requests whose `Host` `permits` serves (421 to the others, as the API answers:
+        a page whose name is made to resolve to 127.0.0.1 reads nothing)."""
+        from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+        from prometheus_client import make_wsgi_app
+        from prometheus_client.exposition import ThreadingWSGIServer
+
+        metrics_app = make_wsgi_app(self.registry)
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            host = environ.get("HTTP_HOST")
+            if not permits(host):
+                message = f"this service does not serve the host {host!r}"
+                body = json.dumps({"error": {"code": "misdirected", "message": message}})
+                start_response("421 Misdirected Request", [("Content-Type", "application/json")])
+                return [body.encode()]
+            return cast("Iterable[bytes]", metrics_app(environ, start_response))
+
+        class Quiet(WSGIRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                """No line per scrape on stderr."""
 
         try:
-            start_http_server(port, addr="127.0.0.1", registry=self.registry)
+            server = make_server("127.0.0.1", port, app, ThreadingWSGIServer, handler_class=Quiet)
         except OSError as exc:
             raise ConfigurationError(f"cannot serve metrics on 127.0.0.1:{port}: {exc}") from exc
+        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
 
 
 def _exporters(env: Mapping[str, str], signal: str) -> list[str]:

@@ -163,3 +163,47 @@ def test_read_only_store_refuses_an_outdated_schema(sqlite_path: Path) -> None:
     conn.close()
     with pytest.raises(ConfigurationError, match="open it once for writing"):
         SQLiteStore(sqlite_path, read_only=True)
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage page", "newer schema", "older schema"])
+def test_a_read_command_leaves_a_file_it_refuses_as_it_was(tmp_path: Path, damage: str) -> None:
+    """A read command that refuses a database writes nothing: not the file, and no
+    -wal or -shm beside it."""
+    import sqlite3
+
+    made = tmp_path / "made"
+    made.mkdir()
+    _filled(str(made / "memory.db"))
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    path = folder / "memory.db"
+    path.write_bytes((made / "memory.db").read_bytes())  # as copied, without its WAL
+    if damage in ("newer schema", "older schema"):
+        conn = sqlite3.connect(path)
+        change = (
+            "INSERT INTO partner_memory_schema VALUES (99)"
+            if damage == "newer schema"
+            else "DELETE FROM partner_memory_schema"
+            " WHERE version = (SELECT MAX(version) FROM partner_memory_schema)"
+        )
+        conn.execute(change)
+        conn.commit()
+        conn.close()
+    elif damage == "truncated":
+        with path.open("r+b") as file:
+            file.truncate(path.stat().st_size // 2)
+    else:
+        page = 4096
+        with path.open("r+b") as file:
+            file.seek(page * 3)
+            file.write(b"\xff" * page)
+    before = _snapshot(folder)
+    for command in (["units", "--namespace", "agent"], ["namespaces"], ["stats"]):
+        answer = _cli(str(path), *command)
+        assert answer.returncode != 0, (command, answer.stdout)
+        assert any(w in answer.stderr for w in ("not a usable", "schema version")), answer.stderr
+        assert _snapshot(folder) == before, command

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -30,7 +30,7 @@ from partner_memory.errors import (
 )
 from partner_memory.store.dialect import SQLITE
 from partner_memory.store.group_commit import CommitCounts, GroupCommit
-from partner_memory.store.schema import SCHEMA_TABLE
+from partner_memory.store.schema import SCHEMA_TABLE, migration_steps
 from partner_memory.store.sql import SqlStore
 from partner_memory.store.sql_base import Cursor, message_key
 
@@ -79,6 +79,10 @@ class SQLiteStore(SqlStore):
             self._borrow, self._give_back, self._translated, self._synchronous
         )
         self._closed = False
+        #: A read-only store that finds no -wal file beside the database leaves, if it
+        #: refuses the file, none of the -wal and -shm files its connections made.
+        self._sides_made = read_only and not self._side("wal").exists()
+        self._refused = False
         self._refuse_foreign()
         try:
             self.open_schema()
@@ -222,12 +226,15 @@ class SQLiteStore(SqlStore):
         """Nothing to do: the migration's BEGIN IMMEDIATE already holds the write lock."""
 
     def _refuse_foreign(self) -> None:
-        """Another application's database (tables, none of ours) is never given our schema,
-        nor even WAL mode: it is looked at read-only, before any connection of ours."""
+        """Look at an existing file before any connection of ours, which would switch it
+        to WAL (a writable store) or leave -wal and -shm files beside it (a read-only
+        one): another application's database is never given our schema, and a
+        read-only store refuses a truncated file or one of another schema version
+        without having touched it or its folder."""
         if not self._path.exists() or self._path.stat().st_size == 0:
             return
         with self._translated():
-            conn = self._read_only_connection()
+            conn = self._looking_connection()
             try:
                 names = [
                     str(r[0])
@@ -236,6 +243,8 @@ class SQLiteStore(SqlStore):
                         " AND name NOT LIKE 'sqlite_%' ORDER BY name"
                     )
                 ]
+                if self.read_only:
+                    self._refuse_unreadable(conn, names)
             finally:
                 conn.close()
         if names and SCHEMA_TABLE not in names:
@@ -244,6 +253,35 @@ class SQLiteStore(SqlStore):
                 f"{self._path} is another application's SQLite database (tables: {shown}):"
                 " partner-memory keeps its memory in a file of its own"
             )
+
+    def _looking_connection(self) -> sqlite3.Connection:
+        """A connection that changes nothing on disk: with no -wal file beside the
+        database no connection is open on it, so it is read as immutable (no lock, no
+        -shm); otherwise read-only, as the live database it is."""
+        if self._side("wal").exists():
+            return self._read_only_connection()
+        uri = f"file:{quote(str(self._path.absolute()))}?mode=ro&immutable=1"
+        return self._sqlite_connect(uri, uri=True)
+
+    def _refuse_unreadable(self, conn: sqlite3.Connection, names: Sequence[str]) -> None:
+        """What a read-only store would refuse later, refused before it leaves a file."""
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        if not self._side("wal").exists() and pages * size > self._path.stat().st_size:
+            raise StorageUnavailableError(
+                f"{self._path} is not a usable SQLite database: it is truncated"
+                f" ({self._path.stat().st_size:,} bytes of {pages * size:,})"
+            )
+        if SCHEMA_TABLE in names:
+            row = conn.execute(f"SELECT MAX(version) FROM {SCHEMA_TABLE}").fetchone()
+            version = int(row[0]) if row and row[0] is not None else 0
+            newest = len(migration_steps(self.dialect))
+            self._check_version(version, newest)
+            if version < newest:
+                raise ConfigurationError(
+                    f"database {self.url} has schema version {version}, this partner-memory"
+                    f" needs {newest}; open it once for writing to upgrade it"
+                )
 
     def purge(self) -> list[str]:
         """Deleted text is already zeroed (`secure_delete`); this also empties the WAL,
@@ -284,6 +322,8 @@ class SQLiteStore(SqlStore):
                 ) from exc
             raise StorageUnavailableError(f"cannot use database {self._path}: {text}") from exc
         except sqlite3.DatabaseError as exc:
+            # the file itself is bad (malformed, not a database), not the call
+            self._refused = self._refused or type(exc) is sqlite3.DatabaseError
             raise StorageUnavailableError(
                 f"{self._path} is not a usable SQLite database: {exc}"
             ) from exc
@@ -297,6 +337,26 @@ class SQLiteStore(SqlStore):
             self._guard.notify_all()
         for conn in idle:
             conn.close()
+        with self._guard:
+            done = self._open == 0
+        if done and self._refused and self._sides_made:
+            self._remove_sides()
+
+    def _side(self, suffix: str) -> Path:
+        return Path(f"{self._path}-{suffix}")
+
+    def _remove_sides(self) -> None:
+        """The -wal and -shm files a read-only store's connections left beside a file it
+        refused (corrupt): nothing was written to them (the WAL is empty), and nobody
+        can use the file, so the folder is left as it was found."""
+        wal = self._side("wal")
+        try:
+            if wal.exists() and wal.stat().st_size > 0:
+                return  # someone wrote: it is theirs
+            wal.unlink(missing_ok=True)
+            self._side("shm").unlink(missing_ok=True)
+        except OSError:
+            return
 
     @property
     def open_connections(self) -> int:

@@ -216,3 +216,39 @@ def test_bad_input_is_refused_and_changes_nothing(
             case(memory)
         assert "\n" not in str(caught.value), "an error is one line"
         assert _state(memory) == before
+
+
+def test_an_empty_namespace_is_refused_never_read_as_the_default(tmp_path: Any) -> None:
+    """A blank namespace - an empty variable, an empty argument - is refused with the
+    reason; it never opens the `default` namespace."""
+    import os
+    import subprocess
+    import sys
+
+    from partner_memory import ConfigurationError, InvalidInputError, PartnerMemory
+    from partner_memory.client import MemoryClient
+    from partner_memory.settings import StoreSettings
+
+    database = str(tmp_path / "memory.db")
+    with PartnerMemory.open(database) as memory:
+        memory.record_turn("I'm off to Kyoto", "Noted")
+        assert memory.namespace == "default"
+    for blank in ("", "  "):
+        with pytest.raises(ConfigurationError, match="PARTNER_MEMORY_NAMESPACE"):
+            StoreSettings.from_env({"PARTNER_MEMORY_NAMESPACE": blank})
+        with pytest.raises(InvalidInputError, match="blank"):
+            PartnerMemory.open(database, blank)
+        with pytest.raises(InvalidInputError, match="blank"):
+            MemoryClient("http://127.0.0.1:9", blank)
+    env = dict(os.environ, PARTNER_MEMORY_NAMESPACE="")
+    answer = subprocess.run(
+        [sys.executable, "-m", "partner_memory", "window", "--db", database],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert answer.returncode != 0
+    assert "PARTNER_MEMORY_NAMESPACE" in answer.stderr
+    assert "Kyoto" not in answer.stdout

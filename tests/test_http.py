@@ -88,6 +88,23 @@ def test_memory_over_http_end_to_end(server: Server) -> None:
         xml = client.get(f"/v1/namespaces/{NS}/context", params={"format": "xml"})
         assert xml.headers["content-type"].startswith("application/xml")
         assert "<dialog_history" in xml.text
+        # content negotiation: Accept chooses when ?format= does not
+        url = f"/v1/namespaces/{NS}/context"
+        for accept, kind in [
+            ("application/xml", "application/xml"),
+            ("text/xml", "application/xml"),
+            ("application/json", "application/json"),
+            ("*/*", "application/json"),
+            ("application/json;q=0.5, application/xml", "application/xml"),
+            ("text/html, application/xml;q=0.9", "application/xml"),
+        ]:
+            answer = client.get(url, headers={"Accept": accept})
+            assert answer.headers["content-type"].startswith(kind), accept
+        assert client.get(url, headers={"Accept": "application/xml"}).text == xml.text
+        forced = client.get(url, params={"format": "json"}, headers={"Accept": "application/xml"})
+        assert forced.headers["content-type"].startswith("application/json")
+        refused = client.get(url, headers={"Accept": "image/png"})
+        assert (refused.status_code, refused.json()["error"]["code"]) == (406, "not_acceptable")
         stats = client.get(f"/v1/namespaces/{NS}/stats").json()
         assert stats["rolling_totals"]["rolling_count"] == 1
         log = client.get(f"/v1/namespaces/{NS}/rollings").json()["rollings"]

@@ -29,7 +29,14 @@ from partner_memory.errors import (
     PartnerMemoryError,
     StorageUnavailableError,
 )
-from partner_memory.model import MemorySlice, Message, RollingTotals, UnitInfo, WindowMessage
+from partner_memory.model import (
+    MemorySlice,
+    Message,
+    RollingTotals,
+    UnitInfo,
+    WindowMessage,
+    check_namespace,
+)
 from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.rolling.after_rolling import RollingResult
 from partner_memory.settings import DEFAULT_NAMESPACE
@@ -81,7 +88,7 @@ class _Requests:
     """The requests of each method, and the reading of their answers."""
 
     def __init__(self, namespace: str) -> None:
-        self.namespace = namespace
+        self.namespace = check_namespace(namespace)
         self.prefix = f"/v1/namespaces/{quote(namespace, safe='')}"
 
     def record_turn(

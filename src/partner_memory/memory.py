@@ -143,7 +143,8 @@ class PartnerMemory:
         store = env.store.open(database)
         options = env.runtime_options() | options
         try:
-            return cls(store, namespace or env.store.namespace, owns_store=True, **options)
+            named = env.store.namespace if namespace is None else namespace
+            return cls(store, named, owns_store=True, **options)
         except BaseException:
             store.close()
             raise

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from partner_memory.errors import ConfigurationError
+from partner_memory.errors import ConfigurationError, InvalidInputError
+from partner_memory.model import check_namespace
 from partner_memory.store import MemoryStore, open_store
 from partner_memory.store.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_PG_DEADLINE
 
@@ -45,7 +46,7 @@ class StoreSettings:
         env = os.environ if environ is None else environ
         return cls(
             database=env.get("PARTNER_MEMORY_DB") or DEFAULT_DATABASE,
-            namespace=env.get("PARTNER_MEMORY_NAMESPACE") or DEFAULT_NAMESPACE,
+            namespace=_namespace(env),
             busy_timeout=_seconds(
                 env, "PARTNER_MEMORY_BUSY_TIMEOUT", DEFAULT_BUSY_TIMEOUT, positive=False
             ),
@@ -62,3 +63,15 @@ class StoreSettings:
             pg_deadline=self.pg_deadline,
             read_only=read_only,
         )
+
+
+def _namespace(env: Mapping[str, str]) -> str:
+    """PARTNER_MEMORY_NAMESPACE, or the default when it is not set; set but blank is a
+    mistake (an empty variable), never a quiet way to the default namespace."""
+    name = env.get("PARTNER_MEMORY_NAMESPACE")
+    if name is None:
+        return DEFAULT_NAMESPACE
+    try:
+        return check_namespace(name)
+    except InvalidInputError as exc:
+        raise ConfigurationError(f"PARTNER_MEMORY_NAMESPACE: {exc}") from exc

@@ -208,7 +208,12 @@ def _invalid(request: Request, exc: Exception) -> Response:
 
 
 #: The error code of each status the framework itself answers (unknown route, method).
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}
+_HTTP_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    400: "bad_request",
+    406: "not_acceptable",
+}
 
 
 def _http_error(request: Request, exc: Exception) -> Response:

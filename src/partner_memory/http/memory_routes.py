@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, HTTPException, Query
 from fastapi.responses import PlainTextResponse
 
 from partner_memory.context import Domain, render_xml
@@ -28,7 +28,7 @@ from partner_memory.http.documents import (
     UnitsDoc,
     WindowDoc,
 )
-from partner_memory.http.models import ERRORS, MAX_MS, MessagesIn, TurnIn
+from partner_memory.http.models import ERRORS, MAX_MS, ErrorBody, MessagesIn, TurnIn
 from partner_memory.memory import DEFAULT_DOMAINS
 from partner_memory.model import Message, plain
 
@@ -113,23 +113,69 @@ def window(namespace: Ns, access: Served, key: Caller) -> dict[str, Any]:
             "description": "The blocks (json) or the context as XML.",
             "model": ContextDoc,
             "content": {"application/xml": {"schema": {"type": "string"}}},
-        }
+        },
+        406: {"model": ErrorBody, "description": "`Accept` names neither JSON nor XML"},
     },
 )
 def context(
     namespace: Ns,
     access: Served,
     key: Caller,
-    format: Annotated[str, Query(pattern="^(json|xml)$")] = "json",
+    format: Annotated[str | None, Query(pattern="^(json|xml)$")] = None,
     domain: Annotated[list[Domain] | None, Query()] = None,
+    accept: Annotated[str | None, Header()] = None,
 ) -> dict[str, Any] | PlainTextResponse:
-    """The context as the agent receives it: its blocks (json), or the XML; `domain`
+    """The context as the agent receives it: its blocks (json), or the XML, as `format`
+    says, else as `Accept` prefers (`application/xml`; JSON by default); `domain`
     (repeatable, most wanted first) chooses the domains, by default the agent's."""
+    chosen = format or negotiated(accept)
     name = access.allowed(key, namespace, "read")
     blocks = access.memory(name).context(domain or DEFAULT_DOMAINS)
-    if format == "xml":
+    if chosen == "xml":
         return PlainTextResponse(render_xml(blocks), media_type="application/xml")
     return context_document(name, blocks)
+
+
+#: The media types the context is served as, and the format each one is.
+_CONTEXT_TYPES = {"application/json": "json", "application/xml": "xml", "text/xml": "xml"}
+
+
+def negotiated(accept: str | None) -> str:
+    """The format `Accept` prefers (the highest q; JSON on a tie or a wildcard), or 406."""
+    if accept is None or not accept.strip():
+        return "json"
+    best: tuple[float, int, str] | None = None
+    for rank, offer in enumerate(accept.split(",")):
+        media, *params = (part.strip() for part in offer.split(";"))
+        quality = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        media = media.lower()
+        if quality <= 0:
+            continue
+        if media in ("*/*", "application/*"):
+            found = "json"
+        elif media in _CONTEXT_TYPES:
+            found = _CONTEXT_TYPES[media]
+        elif media == "text/*":
+            found = "xml"
+        else:
+            continue
+        candidate = (quality, -rank, found)
+        if best is None or candidate[:2] > best[:2]:
+            best = candidate
+    if best is None:
+        raise HTTPException(
+            406,
+            f"Accept {accept!r}: the context is served as application/json or"
+            " application/xml (or ?format=json|xml)",
+        )
+    return best[2]
 
 
 @router.get("/v1/namespaces/{namespace}/units", tags=["read"], response_model=UnitsDoc)

@@ -503,3 +503,31 @@ def test_replay_beside_a_live_agent_loses_and_doubles_nothing(
     assert len(stored) == len(set(stored))  # nothing twice (the window keeps a rolled tail)
     assert len(window) == len(set(window))
     assert set(stored) | set(window) == {m.id for m in transcript.messages} | set(turns)
+
+
+def test_a_unit_is_dated_by_its_last_message(tmp_path: Path) -> None:
+    """A conversation at 09:00-09:14 makes a unit dated 09:14, not when the idle timer
+    would have fired (10:14): replayed and live alike."""
+    from partner_memory import MemoryCore
+
+    database = str(tmp_path / "memory.db")
+    clock = ReplayClock()
+    store = open_store(database)
+    with PartnerMemory(store, "mei", clock=clock) as memory:
+        ingest(memory, read_transcript(ROOT / "examples" / "conversation.jsonl"), clock)
+        core = MemoryCore(store, "mei", create=False)
+        units = core.list_units().units
+        assert len(units) == 2
+        for info in units:
+            said = [m.timestamp for m in core.read_messages(info.id) if m.timestamp is not None]
+            assert info.timestamp == max(said)
+            assert all(s.timestamp == max(said) for s in core.list_slices(info.id))
+
+    now = [1_700_000_000_000]
+    with PartnerMemory(store, "live", clock=lambda: now[0], idle_timer=False) as memory:
+        memory.record_turn("I'm off to Kyoto in April", "Noted")
+        last = max(w.message.timestamp or 0 for w in memory.window())
+        now[0] += 2 * 3_600_000  # the idle rolling runs two hours later
+        assert memory.roll_now(idle=True) is not None
+        assert MemoryCore(store, "live", create=False).list_units().units[0].timestamp == last
+    store.close()

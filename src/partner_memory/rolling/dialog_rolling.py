@@ -243,9 +243,11 @@ class DialogRolling:
         return activity.length >= self.settings.max_messages
 
     def _dated(self, now: int, last: int | None, idle: bool) -> int:
-        """A slice's time: now, or for an idle rolling when the idle timer would have fired."""
+        """A slice's (and its unit's) time: now, or for an idle rolling its last message's,
+        so a unit is dated by its conversation, not by when the idle timer fired (a
+        replayed one keeps its own date, not the next conversation's)."""
         if idle and last is not None:
-            return min(now, last + self.settings.idle_after_ms + 1)
+            return min(now, last)
         return now
 
     def _guarded(self, moment: Moment, idle: bool) -> RollingResult | None:

@@ -62,3 +62,23 @@ def test_serve_without_a_key_says_the_service_is_open(tmp_path: Path) -> None:
     server = Server(str(tmp_path / "open.db"))
     output = server.stop()
     assert "has no API key, so any local process can read, write and forget" in output
+
+
+def test_the_readme_installs_what_a_clone_can_install() -> None:
+    """The package is not published: every install line works from a clone (`pip install
+    -e '.[extra]'`) and names an extra pyproject.toml defines; the published form appears
+    only where the README says it is for after a release."""
+    import tomllib
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    lines = [line for line in readme.splitlines() if "pip install" in line]
+    assert lines
+    for line in lines:
+        if re.search(r"pip install '?partner-memory", line):
+            at = readme.index(line)
+            assert "published" in readme[max(0, at - 300) : at + len(line)], line
+        for named in re.findall(r"pip install -e '?\.\[([a-z-]+)\]", line):
+            assert named in extras, line

@@ -121,6 +121,7 @@ def context(
     namespace: Ns,
     access: Served,
     key: Caller,
+    *,
     format: Annotated[str | None, Query(pattern="^(json|xml)$")] = None,
     domain: Annotated[list[Domain] | None, Query()] = None,
     accept: Annotated[str | None, Header()] = None,

@@ -42,7 +42,8 @@ try:
     import psycopg_pool
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ConfigurationError(
-        "PostgreSQL support needs the 'postgres' extra: pip install 'partner-memory[postgres]'"
+        "PostgreSQL support needs the 'postgres' extra:"
+        " pip install -e '.[postgres]' in a clone of partner-memory"
     ) from exc
 
 #: Window rows deleted by one store between two vacuums of the window table.

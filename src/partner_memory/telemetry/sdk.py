@@ -26,7 +26,9 @@ from partner_memory.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
-EXTRA_HINT = "install the telemetry extra (pip install 'partner-memory[telemetry]')"
+EXTRA_HINT = (
+    "install the telemetry extra (pip install -e '.[telemetry]' in a clone of partner-memory)"
+)
 DEFAULT_SERVICE_NAME = "partner-memory"
 
 

@@ -18,7 +18,7 @@ rest:
 The core layers (`UnitContract`, `WindowContract`, `LogContract`) hold for
 every backend; each capability's tests run where the backend offers it
 (`partner_memory.store.supports`) and are skipped where it does not. The suite
-needs pytest and hypothesis (`pip install 'partner-memory[test]'`). The
+needs pytest and hypothesis (`pip install -e '.[test]' in a clone of partner-memory`). The
 in-memory backend (`memory://`), SQLite and PostgreSQL pass it.
 """
 

@@ -41,7 +41,7 @@ from partner_memory.rolling.summarize import ExtractiveSummarizer
 from partner_memory.service import MemoryService
 from partner_memory.store import open_store
 from tests.conftest import ManualClock
-from tests.helpers import LOCOMO_DIR
+from tests.helpers import LOCOMO_DIR, needs_locomo
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Generous: the worker loads the model, on a machine that may be busy.
@@ -298,6 +298,7 @@ def _ingested(database: str, *, worker: bool) -> None:
         ingest(memory, transcript, clock)
 
 
+@needs_locomo
 def test_an_ingest_through_the_worker_indexes_what_one_without_it_does(tmp_path: Path) -> None:
     _ready(shared_worker(STATIC))
     through, without = str(tmp_path / "through.db"), str(tmp_path / "without.db")
@@ -442,6 +443,7 @@ def _summaries(database: str) -> list[tuple[object, ...]]:
         store.close()
 
 
+@needs_locomo
 def test_a_busy_service_hands_its_rollings_to_the_worker(tmp_path: Path) -> None:
     """Past LIVE_WORKER_MIN_MESSAGES indexed, a service's rollings are analysed and
     summarised in the worker, into exactly the rows and summaries made here."""
@@ -460,6 +462,7 @@ def test_a_busy_service_hands_its_rollings_to_the_worker(tmp_path: Path) -> None
     assert _index_rows(through) == _index_rows(here)
 
 
+@needs_locomo
 def test_a_service_starts_no_worker_on_one_core(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

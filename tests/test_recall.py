@@ -13,7 +13,7 @@ from partner_memory.cli import app
 from partner_memory.interop import copy_memory, import_partner_state
 from partner_memory.recall.results import RecallResult
 from partner_memory.store import MemoryStore, open_store
-from tests.helpers import LOCOMO_DIR, raw_sql
+from tests.helpers import LOCOMO_DIR, needs_locomo, raw_sql
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "partner-state"
 DAY = 86_400_000
@@ -159,10 +159,7 @@ def test_cli_recall(store_url: str) -> None:
     assert "k must" in bad.output
 
 
-@pytest.mark.skipif(
-    not (LOCOMO_DIR / "conv-26.json").exists(),
-    reason=f"LoCoMo dev files absent from {LOCOMO_DIR} (set PARTNER_MEMORY_LOCOMO_DIR)",
-)
+@needs_locomo
 def test_bench_locomo_through_the_whole_pipeline(tmp_path: Path) -> None:
     """Ingested, rolled, indexed by the consumer, recalled: the issue's targets with the
     default offline install (words and the static embedder), meaning adding to words,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -12,11 +11,10 @@ from partner_memory.ingest import read_transcript
 from partner_memory.recall.analyze import date_terms, terms
 from partner_memory.recall.searcher import Doc, Search
 from partner_memory.recall.tantivy_index import TantivyIndex
+from tests.helpers import LOCOMO_DIR, needs_locomo
 
 ROOT = Path(__file__).parent.parent
-LOCOMO = Path(
-    os.environ.get("PARTNER_MEMORY_LOCOMO_DIR", ROOT.parent / "shared" / "data" / "locomo-dev")
-)
+LOCOMO = LOCOMO_DIR
 
 
 def docs(
@@ -170,7 +168,7 @@ def test_chinese_queries_find_chinese_messages() -> None:
     assert keys(index, "北京爬山")[0] == ("u1", 0)
 
 
-@pytest.mark.skipif(not (LOCOMO / "conv-26.json").exists(), reason="LoCoMo dev files absent")
+@needs_locomo
 def test_locomo_evidence_recall() -> None:
     """Sparse scoring alone on the dev conversations, categories 1-4: the evidence turns
     in the top 5, 10 and 25 (the whole pipeline, with meaning, is checked in test_recall)."""

@@ -19,15 +19,11 @@ from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.ingest.transcripts import parse_locomo_date
 from partner_memory.memory import PartnerMemory
 from partner_memory.store import MemoryStore, open_store
-from tests.helpers import LOCOMO_DIR, assert_unit_consistent
+from tests.helpers import LOCOMO_DIR, assert_unit_consistent, needs_locomo
 
 ROOT = Path(__file__).parent.parent
 CONV = LOCOMO_DIR / "conv-30.json"
 MINI = Path(__file__).parent / "data" / "locomo-mini.json"  # our own text, LoCoMo's format
-
-needs_locomo = pytest.mark.skipif(
-    not CONV.exists(), reason=f"{CONV} is not present (set PARTNER_MEMORY_LOCOMO_DIR)"
-)
 
 
 def test_locomo_format_reader_and_sessions(sqlite_store: MemoryStore) -> None:

@@ -17,7 +17,7 @@ from partner_memory.ascii_text import alnum_runs, letters, lower_alnum_runs
 from partner_memory.ingest import read_transcript
 from partner_memory.recall import chunk_vectors
 from partner_memory.rolling import summarize
-from tests.helpers import LOCOMO_DIR
+from tests.helpers import LOCOMO_DIR, needs_locomo
 
 #: Words jieba cuts otherwise than at spaces and punctuation, and ordinary ones.
 WORDS = [
@@ -51,6 +51,7 @@ def test_an_ascii_sentence_has_the_words_jieba_gives(text: str) -> None:
     assert summarize._cut_at_runs(text) == plain
 
 
+@needs_locomo
 def test_every_locomo_sentence_has_the_words_jieba_gives() -> None:
     sentences = _locomo_sentences()
     quick = [s for s in sentences if summarize._cut_at_runs(s)]

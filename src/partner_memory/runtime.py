@@ -328,6 +328,7 @@ class MemoryRuntime:
         the forgotten text: the next search rebuilds it (other hosts' copies are rebuilt
         when they next search it, as the forget moved the namespace's generation on)."""
         self.recall.replicas.drop(namespace)
+        self.recall.forget_window(namespace)
 
     def reindex(self, namespace: str) -> int:
         """Rebuild the namespace's recall index from its units (after an import, a copy,

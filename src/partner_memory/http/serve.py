@@ -21,6 +21,7 @@ from partner_memory.http.app import create_app
 from partner_memory.http.asgi import ASGIApp
 from partner_memory.http.hosts import ENVIRONMENT_VARIABLE as _HOSTS_VARIABLE
 from partner_memory.http.hosts import HostPolicy
+from partner_memory.http.memory_trim import MemoryTrimmer
 from partner_memory.http.protocol import ENVIRONMENT_VARIABLE as _HEADER_VARIABLE
 from partner_memory.http.protocol import HeaderDeadlineProtocol
 from partner_memory.keys import KeyRing
@@ -103,6 +104,7 @@ def app_from_env() -> ASGIApp:
     if port and exposition is not None:
         exposition.serve_on(int(port), hosts.permits)  # the API's Host policy
     service = MemoryService.open()  # PARTNER_MEMORY_DB and the rest of the environment
+    MemoryTrimmer().start()  # a burst's freed memory goes back to the system
     return create_app(
         service, max_body=max_body, hosts=hosts, owns_service=True, metrics=exposition
     )

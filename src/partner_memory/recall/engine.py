@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -84,6 +85,13 @@ class _Window:
 
     docs: dict[tuple[str, str], Doc] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The terms its docs hold (what it costs to keep).
+    terms: int = 0
+
+
+#: Terms the held windows of all namespaces keep at most (~10 MB of references, the
+#: terms themselves interned): beyond it the least recently searched are let go.
+HELD_TERMS = 1_000_000
 
 
 #: Hits this close in one unit are read as one range of messages.
@@ -256,7 +264,26 @@ class RecallEngine:
         known.update(zip((m.id for m in fresh), self._docs(fresh, analysis, None, 0), strict=True))
         with held.lock:  # only the current window is kept: what left it is not held on to
             held.docs = {(name, m.id): known[m.id] for m in window}
+            held.terms = sum(len(d.terms) for d in held.docs.values())
+        self._bound_windows(namespace)
         return [replace(known[m.id], position=i) for i, m in enumerate(window)]
+
+    def _bound_windows(self, searched: str) -> None:
+        """Let go of the least recently searched windows past `HELD_TERMS` (never the
+        one just searched): a burst of long messages is not held for ever."""
+        with self._lock:
+            total = sum(w.terms for w in self._windows.values())
+            for namespace in list(self._windows):
+                if total <= HELD_TERMS:
+                    break
+                if namespace != searched:
+                    total -= self._windows.pop(namespace).terms
+
+    def forget_window(self, namespace: str) -> None:
+        """Drop what this process holds of the namespace's window (a forget: none of
+        the forgotten text stays in memory here)."""
+        with self._lock:
+            self._windows.pop(namespace, None)
 
     def _current(self, namespace: str, state: RecallState, analysis: RecallAnalysis) -> Searcher:
         """The namespace's index with every rolling up to the database's newest."""
@@ -300,7 +327,8 @@ class RecallEngine:
             Doc(
                 unit_id,
                 first + i,
-                words.split(),
+                # interned: a term said a million times is one string, not a million
+                list(map(sys.intern, words.split())),
                 speaker,
                 m.timestamp,
                 vector,

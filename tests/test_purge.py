@@ -107,3 +107,73 @@ def test_purge_refuses_a_read_only_store(tmp_path: Path) -> None:
             store.purge()
     finally:
         store.close()
+
+
+def _holding(pg_url: str, table: str = "messages") -> psycopg.Connection[tuple[object, ...]]:
+    """A client in a REPEATABLE READ transaction that has read `table`: its snapshot,
+    older than any forget after it, still sees what the forget deletes."""
+    holder = psycopg.connect(pg_url)
+    holder.execute("SET application_name = 'a report'")
+    holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    holder.execute(f"SELECT count(*) FROM {table}").fetchone()
+    return holder
+
+
+def test_purge_waits_for_an_older_snapshot_then_leaves_no_copy(pg_url: str) -> None:
+    """The copy a purge left behind under load: a transaction older than the forget
+    kept the deleted versions alive through VACUUM FULL. The purge now waits for it."""
+    import threading
+
+    with psycopg.connect(pg_url) as conn:
+        data = Path(str(conn.execute("SHOW data_directory").fetchone()[0]))  # type: ignore[index]
+    if not os.access(data, os.R_OK):
+        pytest.skip(f"the server's files ({data}) are not readable by this user")
+    _remember(pg_url)
+    holder = _holding(pg_url, "pg_class")  # a snapshot, no lock VACUUM FULL would wait for
+    ends = threading.Timer(1.5, holder.commit)
+    ends.start()
+    try:
+        forgot = CliRunner().invoke(
+            app, ["forget", "namespace", "--db", pg_url, "-n", "agent", "--yes", "--purge"]
+        )
+        assert forgot.exit_code == 0, forgot.output
+    finally:
+        ends.join()
+        holder.close()
+    assert _copies(_postgres_files(pg_url)) == 0
+    assert _copies(_postgres_files(pg_url), KEPT) > 0
+
+
+def test_purge_refuses_naming_a_snapshot_that_outlives_its_wait(pg_url: str) -> None:
+    from partner_memory import open_store
+    from partner_memory.errors import StorageUnavailableError
+    from partner_memory.store.pg_purge import purge_tables
+    from partner_memory.store.schema import TEXT_TABLES
+
+    with psycopg.connect(pg_url) as conn:
+        data = Path(str(conn.execute("SHOW data_directory").fetchone()[0]))  # type: ignore[index]
+    readable = os.access(data, os.R_OK)
+    # a snapshot alone (it read none of the tables), then one that holds a table's lock
+    for table, said in (("pg_class", "still visible"), ("messages", "messages is in use")):
+        _remember(pg_url)
+        holder = _holding(pg_url, table)
+        try:
+            with MemoryService.open(pg_url) as service:
+                service.memory("agent").forget_all()
+            with (
+                psycopg.connect(pg_url, autocommit=True) as conn,
+                pytest.raises(StorageUnavailableError, match=rf"{said}.*a report.*again"),
+            ):
+                purge_tables(conn, TEXT_TABLES, wait_s=0.3)
+            if readable:
+                assert _copies(_postgres_files(pg_url)) > 0  # what the refusal was about
+        finally:
+            holder.rollback()
+            holder.close()
+    store = open_store(pg_url)
+    try:
+        store.purge()  # the report ended: now it goes
+    finally:
+        store.close()
+    if readable:
+        assert _copies(_postgres_files(pg_url)) == 0

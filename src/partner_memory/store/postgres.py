@@ -30,6 +30,7 @@ from partner_memory.store.defaults import DEFAULT_PG_DEADLINE
 from partner_memory.store.dialect import POSTGRESQL, Capability
 from partner_memory.store.durability import awaited
 from partner_memory.store.group_commit import CommitCounts
+from partner_memory.store.pg_purge import purge_tables
 from partner_memory.store.pg_replay import ReplayingCursor, autocommitted, replaying
 from partner_memory.store.rows import message_params
 from partner_memory.store.schema import TEXT_TABLES
@@ -177,10 +178,12 @@ class PostgresStore(SqlStore):
     def purge(self) -> list[str]:
         """Rewrite each table that holds text (`VACUUM FULL`), consumers' records too: a
         delete leaves the old row versions in the table files until then. Each table is
-        locked while it is rewritten."""
+        locked while it is rewritten. It waits for transactions older than it, and
+        refuses when one still sees a deleted version (`pg_purge`)."""
         self._refuse_if_read_only()
         tables = list(TEXT_TABLES)
-        self._vacuum(tables, full=True)
+        with self._translated(), self._pool.connection() as conn:
+            purge_tables(conn, tables)
         return tables
 
     def _vacuum(self, tables: Sequence[str], *, full: bool = False) -> None:

@@ -1,0 +1,97 @@
+"""PostgreSQL's purge: forgotten text out of the table files, or a refusal saying why not.
+
+A delete leaves the old row versions in the files; `VACUUM FULL` rewrites a
+table with only the live ones - but it must keep a deleted version that a
+transaction older than the delete can still see (a REPEATABLE READ report, a
+client idle in a transaction, a replication slot). So the purge first waits,
+up to `wait_s`, for the transactions that began before it to end; then
+rewrites each table, reading VACUUM's own count of the dead versions it had
+to keep; and refuses (StorageUnavailableError) when any stayed, naming what
+holds them, instead of reporting a purge that left copies behind.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from psycopg.errors import LockNotAvailable
+
+from partner_memory.errors import StorageUnavailableError
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: How long a purge waits for older transactions to end.
+PURGE_WAIT_S = 30.0
+
+#: VACUUM FULL VERBOSE's count of the deleted versions an older snapshot still sees.
+_KEPT = re.compile(r"(\d+) dead row versions cannot be removed yet")
+
+#: The sessions of this database whose snapshot began before the purge (they may see
+#: the deleted versions), with what names them; prepared transactions and replication
+#: slots hold old versions too.
+_HOLDERS = """
+SELECT 'backend ' || pid || ' (' || coalesce(nullif(application_name, ''),
+       'no application name') || ', ' || coalesce(state, '?') || ' since ' || xact_start || ')'
+  FROM pg_stat_activity
+ WHERE datname = current_database() AND pid <> pg_backend_pid()
+   AND backend_xmin IS NOT NULL AND xact_start < %s
+UNION ALL
+SELECT 'prepared transaction ' || quote_literal(gid) || ' (since ' || prepared || ')'
+  FROM pg_prepared_xacts WHERE database = current_database() AND prepared < %s
+UNION ALL
+SELECT 'replication slot ' || quote_literal(slot_name)
+  FROM pg_replication_slots
+ WHERE (xmin IS NOT NULL OR catalog_xmin IS NOT NULL)
+   AND (database IS NULL OR database = current_database())
+"""
+
+
+def purge_tables(
+    conn: psycopg.Connection[Any], tables: Sequence[str], *, wait_s: float = PURGE_WAIT_S
+) -> None:
+    """Rewrite `tables` (an autocommit connection) once no older snapshot can see what
+    was deleted before the call; refuse, naming the holders, when one still does."""
+    began = conn.execute("SELECT clock_timestamp()").fetchone()[0]  # type: ignore[index]
+    holders = _holders(conn, began)
+    deadline = time.monotonic() + wait_s
+    while holders and time.monotonic() < deadline:
+        time.sleep(0.1)
+        holders = _holders(conn, began)
+    said: list[str] = []
+
+    def heard(notice: Any) -> None:
+        said.append(f"{notice.message_primary or ''} {notice.message_detail or ''}")
+
+    # a transaction that read a table holds a lock VACUUM FULL waits for: wait no longer
+    # than the purge's own wait, then say who holds it
+    waited = max(deadline - time.monotonic(), 1.0)
+    conn.execute(f"SET lock_timeout = '{int(waited * 1000)}ms'")
+    conn.add_notice_handler(heard)
+    try:
+        for table in tables:
+            conn.execute(f"VACUUM (FULL, VERBOSE) {table}")
+    except LockNotAvailable as exc:
+        raise _refusal(conn, began, f"{table} is in use") from exc
+    finally:
+        conn.remove_notice_handler(heard)
+        conn.execute("RESET lock_timeout")
+    kept = sum(int(found) for line in said for found in _KEPT.findall(line))
+    if kept:
+        raise _refusal(conn, began, f"{kept} old row version(s) are still visible")
+
+
+def _refusal(conn: psycopg.Connection[Any], began: object, what: str) -> StorageUnavailableError:
+    held = "; ".join(_holders(conn, began)) or "a transaction that has since ended"
+    return StorageUnavailableError(
+        f"purge could not remove the forgotten text from the files: {what} to a transaction"
+        f" older than the forget ({held}); the text is forgotten for every reader: run"
+        " `partner-memory purge` again once it has ended"
+    )
+
+
+def _holders(conn: psycopg.Connection[Any], began: object) -> list[str]:
+    return [str(row[0]) for row in conn.execute(_HOLDERS, (began, began)).fetchall()]

@@ -334,4 +334,12 @@ def test_a_query_with_a_filter_returns_every_item_the_filter_keeps(backend_url: 
             store.put(("fruit",), f"apple{i}", {"text": f"apple number {i}", "score": 1})
         store.put(("fruit",), "pear", {"text": "a pear", "score": 9.5})
         found = store.search(("fruit",), query="apple", filter={"score": {"$gt": 8}}, limit=1)
-        assert [(r.key, r.score) for r in found] == [("pear", None)]  # kept, after recall's
+        assert [(r.key, r.score) for r in found] == [("pear", 0.0)]  # kept, after recall's
+        everything = store.search(("fruit",), query="apple", limit=20)
+        assert len(everything) == 13  # every indexed item, ranked: the pear last
+        assert everything[-1].key == "pear"
+        store.put(("docs",), "nested", {"user": {"access-level": "x"}, "a.b": 1})
+        assert [r.key for r in store.search(("docs",), filter={"user.access-level": "x"})] == [
+            "nested"
+        ]
+        assert [r.key for r in store.search(("docs",), filter={"a.b": 1})] == ["nested"]

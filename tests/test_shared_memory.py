@@ -23,6 +23,7 @@ import pytest
 
 from partner_memory import MemoryCore, MemoryService, RollingSettings, open_store
 from partner_memory.model import Message
+from partner_memory.store import MemoryStore
 from tests.helpers import raw_sql
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +89,14 @@ def _run_schedule(store_url: str, tmp_path: Path, *, kill: bool) -> dict[str, ob
                 restarts += 1
     for w, proc in enumerate(procs):
         assert proc.wait(60) == 0, _errors(acks[w])
-    return {"acks": acks, "start": start, "kills": kills, "restarts": restarts}
+    evidence = tmp_path / "held-twice.json"
+    return {
+        "acks": acks,
+        "start": start,
+        "kills": kills,
+        "restarts": restarts,
+        "evidence": str(evidence),
+    }
 
 
 def _phase(message: Message, start: float) -> int:
@@ -96,10 +104,54 @@ def _phase(message: Message, start: float) -> int:
     return int((message.timestamp / 1000 - start + GAP_S / 2) // (PHASE_S + GAP_S))
 
 
+def _held_twice(store: MemoryStore, evidence: Path) -> None:
+    """Before the final flush: a message both in a unit and in the window must be one a
+    count rolling kept (R12: the newest share of its snapshot stays in the window, stored
+    already) with no idle rolling since. Anything else is dumped to `evidence`, with the
+    rolling log, the lease and the activity row, and fails."""
+    from partner_memory.trajectory import kept_count
+
+    window = [m.id for m in store.load_trajectory("shared").messages]
+    both = store.stored_message_ids("shared", window)
+    if not both:
+        return
+    rollings = raw_sql(
+        store,
+        "SELECT r.seq, r.idle, r.rolling_size, r.retain_divisor, r.messages, r.holder"
+        " FROM rollings r JOIN namespaces n ON n.id = r.namespace_id"
+        " WHERE n.name = 'shared' ORDER BY r.seq DESC LIMIT 6",
+    )
+    activity = raw_sql(
+        store,
+        "SELECT a.last_interaction, a.idle_rolled_for FROM activity a"
+        " JOIN namespaces n ON n.id = a.namespace_id WHERE n.name = 'shared'",
+    )
+    leases = raw_sql(store, "SELECT * FROM rolling_leases")
+    _, idle, size, divisor, _, _ = rollings[0]
+    retained = (
+        not idle
+        and divisor is not None
+        and set(window[: len(both)]) == both
+        and len(both) <= kept_count(int(size), int(divisor))
+        and activity[0][1] != activity[0][0]  # no idle rolling for the last interaction
+    )
+    found = {
+        "both": sorted(both),
+        "window": window,
+        "rollings (newest first)": rollings,
+        "activity (last_interaction, idle_rolled_for)": activity,
+        "leases": leases,
+        "retained by the newest count rolling": retained,
+    }
+    evidence.write_text(json.dumps(found, indent=1, default=str), encoding="utf-8")
+    assert retained, f"held in a unit and in the window: {json.dumps(found, default=str)}"
+
+
 def _check(store_url: str, run: dict[str, object]) -> None:
     start = float(run["start"])  # type: ignore[arg-type]
     store = open_store(store_url)
     try:
+        _held_twice(store, Path(str(run["evidence"])))
         settings = RollingSettings(lease_ttl_s=1.5, idle_check_interval_s=0)
         with MemoryService(store, settings=settings) as service:
             memory = service.memory("shared")

@@ -16,11 +16,12 @@ over them, so a question finds items by words, meaning and dates, and the
 inspector shows them. Putting a key again or deleting it forgets its old
 message; forgetting the message (or the namespace) deletes the item.
 Filters (`{"kind": "trip"}`, `$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte`)
-compare top-level fields as LangGraph's own stores do; with a query, every
-indexed item the filter keeps is returned, recall's hits first (by score),
-then those recall did not reach (newest first, score None), up to `limit`.
-Items may expire (`ttl` in minutes, a `TTLConfig`); an expired item is never
-returned, and `sweep_ttl` (or the sweeper) deletes it and its message. What it does not do: serve a
+compare fields as LangGraph's own stores do (a dotted path reaches into
+nested objects); a search with a query ranks every indexed item the filter
+keeps, recall's hits first (by score), then those recall did not reach
+(newest first, score 0), up to `limit`. Items may expire (`ttl` in minutes,
+a `TTLConfig`); an expired item is never returned, and `sweep_ttl` (or the
+sweeper) deletes it and its message. What it does not do: serve a
 `MemoryClient` (items are not in the HTTP API), or compare vectors of an
 `IndexConfig`'s own embedder (recall has its own).
 """
@@ -318,13 +319,13 @@ class PartnerMemoryStore(BaseStore):
                     scored.append((score, item))
         scored.sort(key=lambda s: -s[0])
         ranked: list[tuple[StoredItem, float | None]] = [(i, score) for score, i in scored]
-        if op.filter and len(ranked) < wanted:
-            # a filter selects: every indexed item it keeps is returned, recall's first,
-            # then those recall did not reach (newest first), as LangGraph's stores rank
-            # every indexed item under the prefix
+        if len(ranked) < wanted:
+            # as LangGraph's stores rank every indexed item under the prefix: those the
+            # filter keeps that recall did not reach follow its hits, newest first, with
+            # a score of 0 (nothing of the query found in them)
             reached = frozenset((i.namespace, i.key) for i, _ in ranked)
             rest = self._kept(prefix, op, now, wanted - len(ranked), indexed=True, skip=reached)
-            ranked += [(item, None) for item in rest]
+            ranked += [(item, 0.0) for item in rest]
         return ranked[op.offset : wanted]
 
     def _refresh(self, items: Sequence[StoredItem]) -> None:
@@ -410,7 +411,20 @@ def _matches(item: StoredItem, filter: Mapping[str, Any] | None) -> bool:
     if not filter:
         return True
     value = json.loads(item.value)
-    return all(_compare(value.get(field), wanted) for field, wanted in filter.items())
+    return all(_compare(_field(value, field), wanted) for field, wanted in filter.items())
+
+
+def _field(value: Mapping[str, Any], field: str) -> Any:
+    """A filter's field: a top-level key, else a dotted path into nested objects
+    ("user.access-level"), as LangGraph's SQLite and PostgreSQL stores read it."""
+    if field in value or "." not in field:
+        return value.get(field)
+    held: Any = value
+    for part in field.split("."):
+        if not isinstance(held, Mapping):
+            return None
+        held = held.get(part)
+    return held
 
 
 def _compare(held: Any, wanted: Any) -> bool:

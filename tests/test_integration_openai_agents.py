@@ -173,3 +173,32 @@ def test_db_and_memory_together_are_refused(tmp_path: Path) -> None:
         pytest.raises(InvalidInputError, match="not both"),
     ):
         PartnerMemorySession("u", db=str(tmp_path / "m.db"), memory=service)
+
+
+def test_settings_and_closing_as_sqlite_session_has_them(tmp_path: Path) -> None:
+    """Mirrors openai/openai-agents-python tests/memory/test_session.py:
+    test_session_settings_default, test_session_settings_constructor,
+    test_session_settings_constructor_normalizes_dictionary,
+    test_session_settings_rejects_unknown_dictionary_fields and
+    test_sqlite_session_closed_rejects_empty_add_items."""
+    from agents import SessionSettings
+
+    database = str(tmp_path / "memory.db")
+    session = PartnerMemorySession("defaults", db=database)
+    assert isinstance(session.session_settings, SessionSettings)
+    assert session.session_settings.limit is None
+    session.close()
+    with pytest.raises(RuntimeError, match="is closed"):
+        asyncio.run(session.add_items([]))
+    with pytest.raises(RuntimeError, match="is closed"):
+        asyncio.run(session.get_items())
+    given = PartnerMemorySession("given", db=database, session_settings=SessionSettings(limit=5))
+    assert given.session_settings.limit == 5
+    given.close()
+    mapped = PartnerMemorySession("mapped", db=database, session_settings={"limit": 0})
+    assert isinstance(mapped.session_settings, SessionSettings)
+    assert mapped.session_settings.limit == 0
+    assert mapped.session_settings.resolve({"limit": 4}).limit == 4
+    mapped.close()
+    with pytest.raises(TypeError, match="limitt"):
+        PartnerMemorySession("bad", db=database, session_settings={"limitt": 1})

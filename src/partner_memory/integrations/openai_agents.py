@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from agents.items import TResponseInputItem
 from agents.memory import SessionABC, SessionSettings
-from agents.memory.session_settings import resolve_session_limit
+from agents.memory.session_settings import coerce_session_settings, resolve_session_limit
 
 from partner_memory.integrations.binding import BoundAdapter, Memory
 from partner_memory.model import Message, Role
@@ -44,16 +44,37 @@ class PartnerMemorySession(BoundAdapter, SessionABC):
         db: str | Path | None = None,
         memory: Memory | None = None,
         context: bool = True,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
     ) -> None:
+        """`session_settings` as `SQLiteSession` takes them: a `SessionSettings`, a dict
+        of its fields (an unknown one is a TypeError), or None for the defaults."""
         self.session_id = session_id
-        self.session_settings = session_settings
+        self.session_settings = (
+            SessionSettings()
+            if session_settings is None
+            else coerce_session_settings(dict(session_settings))
+            if isinstance(session_settings, Mapping)
+            else coerce_session_settings(session_settings)
+        )
+        self._closed = False
         self._bind(session_id, db=db, memory=memory, context=context)
+
+    def _open(self) -> None:
+        """A closed session refuses every call, as `SQLiteSession` does."""
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} {self.session_id!r} is closed")
+
+    def close(self) -> None:
+        """Close the service opened from `db` (one handed in stays open); the session
+        refuses calls afterwards."""
+        self._closed = True
+        super().close()
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The context (once something rolled), then the window's items; the newest
         `limit` of them, as stored (the runner drops a tool output whose call is left
         out, as it does for the SDK's own sessions)."""
+        self._open()
         limit = resolve_session_limit(limit, self.session_settings)
         return await asyncio.to_thread(self._items, limit)
 
@@ -67,11 +88,13 @@ class PartnerMemorySession(BoundAdapter, SessionABC):
         return items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
+        self._open()
         messages = [message_of(item) for item in items]
         await asyncio.to_thread(self._binding.record, messages)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Forget the newest item of the window and return it (None: the window is empty)."""
+        self._open()
 
         def pop() -> TResponseInputItem | None:
             window = self._binding.window()
@@ -84,6 +107,7 @@ class PartnerMemorySession(BoundAdapter, SessionABC):
 
     async def clear_session(self) -> None:
         """Forget the namespace: window, units, slices and context."""
+        self._open()
         await asyncio.to_thread(self._binding.forget_all)
 
 

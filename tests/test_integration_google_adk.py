@@ -210,33 +210,18 @@ def _upstream_sessions() -> list[Any]:
             id=event_id, invocation_id=f"i-{event_id}", author=author, timestamp=at, content=content
         )
 
+    sessions = [
+        ("test-user", "session-1", [
+            said("event-1a", "user", "The ADK is a great toolkit.", 12345),
+            said("event-1b", "user", None, 12346),
+            said("event-1c", "model", "I agree. The Agent Development Kit (ADK) rocks!", 12347),
+        ]),
+        ("test-user", "session-2", [said("event-2a", "user", "I like to code in Python.", 54321)]),
+        ("another-user", "session-3", [said("event-3a", "user", "This is a secret.", 60000)]),
+    ]  # fmt: skip
     return [
-        Session(
-            app_name="test-app",
-            user_id="test-user",
-            id="session-1",
-            events=[
-                said("event-1a", "user", "The ADK is a great toolkit.", 12345),
-                said("event-1b", "user", None, 12346),
-                said("event-1c", "model", "I agree. The Agent Development Kit (ADK) rocks!", 12347),
-            ],
-        ),
-        Session(
-            app_name="test-app",
-            user_id="test-user",
-            id="session-2",
-            events=[
-                said("event-2a", "user", "I like to code in Python.", 54321),
-            ],
-        ),
-        Session(
-            app_name="test-app",
-            user_id="another-user",
-            id="session-3",
-            events=[
-                said("event-3a", "user", "This is a secret.", 60000),
-            ],
-        ),
+        Session(app_name="test-app", user_id=user, id=session_id, events=events)
+        for user, session_id, events in sessions
     ]
 
 

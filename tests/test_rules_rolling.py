@@ -466,3 +466,32 @@ def test_stats_add_up(memory: PartnerMemory, manual_clock: ManualClock) -> None:
     assert (totals.rollings, totals.messages) == (2, 10)  # 4 // 6 = 0 kept: 4 + 6 stored
     assert totals.by_summarizer == {"recording": 2}
     assert totals.pipeline_ms > 0
+
+
+def test_r12_what_a_count_rolling_keeps_is_stored_and_in_the_window_until_idle(
+    store: MemoryStore, manual_clock: ManualClock
+) -> None:
+    """R12/R13/R14: a count rolling keeps the newest share of its snapshot in the window,
+    stored already - the one state where a message is in a unit and in the window; the
+    next rolling stores none of them again, and the idle rolling takes them out."""
+    settings = RollingSettings(max_messages=12, retain_divisor=6)
+    with PartnerMemory(
+        store, "agent", settings=settings, clock=manual_clock, idle_timer=False
+    ) as memory:
+        turns(memory, manual_clock, 6)
+        memory.wait()
+        window = [w.message.id for w in memory.window()]
+        both = store.stored_message_ids("agent", window)
+        assert len(both) == 2  # 12 // 6, the snapshot's newest
+        assert set(window[:2]) == both
+        turns(memory, manual_clock, 5)  # the window is full again: 2 kept + 10 new
+        memory.wait()
+        stored = [m.id for u in memory.core.unit_ids() for m in memory.core.read_messages(u)]
+        assert len(stored) == len(set(stored)) == 22  # the kept ones were not stored twice
+        manual_clock.advance(HOUR + 1)
+        future = memory.check_idle()
+        assert future is not None
+        future.result(10)
+        assert memory.window() == []
+        stored = [m.id for u in memory.core.unit_ids() for m in memory.core.read_messages(u)]
+        assert len(stored) == len(set(stored)) == 22

@@ -192,9 +192,8 @@ class DialogRolling:
 
         A triggered rolling re-checks its trigger on the shared state it now
         owns: another process may have rolled, or spoken, meanwhile. An idle
-        rolling is dated when the idle timer would have fired - an hour after
-        the last interaction (or now, if sooner) - so a replayed slice keeps
-        its conversation's date.
+        rolling is dated by its last interaction (`_dated`), so a replayed slice
+        keeps its conversation's date.
         """
         ns = self._namespace
         state = self._leases.acquire(ns) if wait else self._leases.try_acquire(ns, peek=recheck)
@@ -217,8 +216,8 @@ class DialogRolling:
 
         Messages separated by more than `idle_after_ms` of silence never share a
         unit: the part before the gap is rolled as an idle rolling would have
-        rolled it (kept nothing, a new session after it, dated an hour after its
-        last interaction), whoever triggered - so a gap that no process ran
+        rolled it (kept nothing, a new session after it, dated by its last
+        interaction), whoever triggered - so a gap that no process ran
         through, or a turn that raced the idle check, still ends the session.
         """
         cut = quiet_gap(moment.interactions, self.settings.idle_after_ms)

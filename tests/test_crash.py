@@ -52,6 +52,7 @@ def _kill_updater(database: str, tag: str, rng: random.Random) -> list[tuple[str
     return acknowledged
 
 
+@pytest.mark.slow
 def test_sigkill_during_updates_loses_no_acknowledged_write(store_url: str) -> None:
     rng = random.Random(20261130)
     acknowledged: list[tuple[str, str, str, int]] = []
@@ -126,6 +127,7 @@ def _import_cmd(database: str, state: Path, namespace: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_sigkill_during_import_is_all_or_nothing(store_url: str, tmp_path: Path) -> None:
     rng = random.Random(7)
     state = _big_state(tmp_path / "state")

@@ -3,11 +3,12 @@
 A delete leaves the old row versions in the files; `VACUUM FULL` rewrites a
 table with only the live ones - but it must keep a deleted version that a
 transaction older than the delete can still see (a REPEATABLE READ report, a
-client idle in a transaction, a replication slot). So the purge first waits,
-up to `wait_s`, for the transactions that began before it to end; then
-rewrites each table, reading VACUUM's own count of the dead versions it had
-to keep; and refuses (StorageUnavailableError) when any stayed, naming what
-holds them, instead of reporting a purge that left copies behind.
+client idle in a transaction, a replication slot). So the purge rewrites each
+table reading VACUUM's own count of the dead versions it had to keep; where
+it kept some, it waits, up to `wait_s`, for the transactions that began before
+the purge to end and rewrites those tables again; and it refuses
+(StorageUnavailableError) when any stayed, naming what holds them, instead of
+reporting a purge that left copies behind.
 """
 
 from __future__ import annotations
@@ -53,19 +54,31 @@ SELECT 'replication slot ' || quote_literal(slot_name)
 def purge_tables(
     conn: psycopg.Connection[Any], tables: Sequence[str], *, wait_s: float = PURGE_WAIT_S
 ) -> None:
-    """Rewrite `tables` (an autocommit connection) once no older snapshot can see what
-    was deleted before the call; refuse, naming the holders, when one still does."""
+    """Rewrite `tables` (an autocommit connection); where VACUUM had to keep deleted
+    versions for an older snapshot, wait for it (up to `wait_s`) and rewrite those
+    tables again; refuse, naming the holders, when one still sees them."""
     began = conn.execute("SELECT clock_timestamp()").fetchone()[0]  # type: ignore[index]
-    holders = _holders(conn, began)
     deadline = time.monotonic() + wait_s
-    while holders and time.monotonic() < deadline:
+    kept = _rewritten(conn, tables, began, deadline)
+    if not kept:
+        return
+    while _holders(conn, began) and time.monotonic() < deadline:
         time.sleep(0.1)
-        holders = _holders(conn, began)
+    kept = _rewritten(conn, list(kept), began, deadline)
+    if kept:
+        raise _refusal(conn, began, f"{sum(kept.values())} old row version(s) are still visible")
+
+
+def _rewritten(
+    conn: psycopg.Connection[Any], tables: Sequence[str], began: object, deadline: float
+) -> dict[str, int]:
+    """VACUUM FULL each table; the deleted versions each had to keep (VACUUM's count)."""
     said: list[str] = []
 
     def heard(notice: Any) -> None:
         said.append(f"{notice.message_primary or ''} {notice.message_detail or ''}")
 
+    kept: dict[str, int] = {}
     # a transaction that read a table holds a lock VACUUM FULL waits for: wait no longer
     # than the purge's own wait, then say who holds it
     waited = max(deadline - time.monotonic(), 1.0)
@@ -73,15 +86,17 @@ def purge_tables(
     conn.add_notice_handler(heard)
     try:
         for table in tables:
+            said.clear()
             conn.execute(f"VACUUM (FULL, VERBOSE) {table}")
+            count = sum(int(found) for line in said for found in _KEPT.findall(line))
+            if count:
+                kept[table] = count
     except LockNotAvailable as exc:
         raise _refusal(conn, began, f"{table} is in use") from exc
     finally:
         conn.remove_notice_handler(heard)
         conn.execute("RESET lock_timeout")
-    kept = sum(int(found) for line in said for found in _KEPT.findall(line))
-    if kept:
-        raise _refusal(conn, began, f"{kept} old row version(s) are still visible")
+    return kept
 
 
 def _refusal(conn: psycopg.Connection[Any], began: object, what: str) -> StorageUnavailableError:

@@ -68,7 +68,6 @@ class MemoryTrimmer:
     ) -> None:
         self.interval_s = interval_s
         self.growth = growth
-        self.trims = 0
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memory-trim", daemon=True)
 
@@ -90,6 +89,5 @@ class MemoryTrimmer:
                 floor = min(floor, now)
                 continue
             trim()
-            self.trims += 1
             floor = rss_bytes() or now
             log.debug("allocator trimmed: %d MB resident", floor >> 20)

@@ -13,7 +13,7 @@ message's metadata); after the run the framework's base class stores the
 inputs and the response through `save_messages`, which records only what
 memory does not hold yet (as the framework's own in-memory provider does): a
 caller that sends the whole conversation again each turn stores each message
-once. `clear(session_id)` (or `adelete_session`) forgets a session.
+once. `clear(session_id)` forgets a session.
 `PartnerMemoryContextProvider` instead adds, as instructions, the context and
 what recall finds for the run's input (so a long memory is asked, not
 replayed), and records the turn unless a history provider does. What they do

@@ -105,18 +105,21 @@ class SqlStore(
         Opening an up-to-date database is a read, so it never waits for a
         writer, and a read-only store refuses to open an outdated one.
         """
-        steps = migration_steps(self.dialect)
         with self._transaction(write=False) as cur:
             version = self._read_version(cur)
-        self._check_version(version, len(steps))
-        if version == len(steps):
-            return version
-        if self.read_only:
+        return self.migrate() if self._migration_due(version) else version
+
+    def _migration_due(self, version: int) -> bool:
+        """Whether a schema at `version` needs migrating; a newer one, or an outdated one
+        in a read-only store, is refused."""
+        newest = len(migration_steps(self.dialect))
+        self._check_version(version, newest)
+        if version < newest and self.read_only:
             raise ConfigurationError(
                 f"database {self.url} has schema version {version}, this partner-memory needs"
-                f" {len(steps)}; open it once for writing to upgrade it"
+                f" {newest}; open it once for writing to upgrade it"
             )
-        return self.migrate()
+        return version < newest
 
     @staticmethod
     def _check_version(version: int, newest: int) -> None:

@@ -30,7 +30,7 @@ from partner_memory.errors import (
 )
 from partner_memory.store.dialect import SQLITE
 from partner_memory.store.group_commit import CommitCounts, GroupCommit
-from partner_memory.store.schema import SCHEMA_TABLE, migration_steps
+from partner_memory.store.schema import SCHEMA_TABLE
 from partner_memory.store.sql import SqlStore
 from partner_memory.store.sql_base import Cursor, message_key
 
@@ -272,16 +272,8 @@ class SQLiteStore(SqlStore):
                 f"{self._path} is not a usable SQLite database: it is truncated"
                 f" ({self._path.stat().st_size:,} bytes of {pages * size:,})"
             )
-        if SCHEMA_TABLE in names:
-            row = conn.execute(f"SELECT MAX(version) FROM {SCHEMA_TABLE}").fetchone()
-            version = int(row[0]) if row and row[0] is not None else 0
-            newest = len(migration_steps(self.dialect))
-            self._check_version(version, newest)
-            if version < newest:
-                raise ConfigurationError(
-                    f"database {self.url} has schema version {version}, this partner-memory"
-                    f" needs {newest}; open it once for writing to upgrade it"
-                )
+        if SCHEMA_TABLE in names:  # another application's file is refused as such, below
+            self._migration_due(self._read_version(conn.cursor()))
 
     def purge(self) -> list[str]:
         """Deleted text is already zeroed (`secure_delete`); this also empties the WAL,

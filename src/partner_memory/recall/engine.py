@@ -261,7 +261,8 @@ class RecallEngine:
         with held.lock:
             known = {m.id: held.docs[name, m.id] for m in window if (name, m.id) in held.docs}
         fresh = [m for m in window if m.id not in known]
-        known.update(zip((m.id for m in fresh), self._docs(fresh, analysis, None, 0), strict=True))
+        made = self._docs(fresh, analysis, None, 0, held=True)
+        known.update(zip((m.id for m in fresh), made, strict=True))
         with held.lock:  # only the current window is kept: what left it is not held on to
             held.docs = {(name, m.id): known[m.id] for m in window}
             held.terms = sum(len(d.terms) for d in held.docs.values())
@@ -317,7 +318,13 @@ class RecallEngine:
         analysis: RecallAnalysis,
         unit_id: str | None,
         first: int,
+        *,
+        held: bool = False,
     ) -> list[Doc]:
+        """The messages as the index sees them; `held` (kept until the window rolls) interns
+        each term as it is split, so a term said a million times is one string, not a
+        million (the index's own docs are dropped once written, and skip that cost)."""
+        split = (lambda words: list(map(sys.intern, words.split()))) if held else str.split
         try:
             rows = analysis.rows(messages)
         except LLMError as exc:  # the embeddings endpoint failed: words still find them
@@ -327,8 +334,7 @@ class RecallEngine:
             Doc(
                 unit_id,
                 first + i,
-                # interned: a term said a million times is one string, not a million
-                list(map(sys.intern, words.split())),
+                split(words),
                 speaker,
                 m.timestamp,
                 vector,

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 from partner_memory.context import Domain, ResolvedBlock
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
 from partner_memory.model import Message, RollingTotals, WindowMessage
+from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.results import RecallResult, TopicCount
+from partner_memory.requests import ForgetRequest, TurnInput
 from partner_memory.rolling import AfterRolling, RollingResult
 from partner_memory.rolling.consumers import DurableConsumer
 from partner_memory.service import MemoryService
@@ -94,14 +96,11 @@ class AsyncPartnerMemory(_Closing):
         timestamp: int | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Turn:
-        return await asyncio.to_thread(
-            self.sync.record_turn,
-            user_input,
-            assistant_output,
-            source=source,
-            timestamp=timestamp,
-            metadata=metadata,
-        )
+        turn = TurnInput(user_input, assistant_output, source, timestamp, metadata or {})
+        return await self.record(turn)
+
+    async def record(self, turn: TurnInput) -> Turn:
+        return await asyncio.to_thread(self.sync.record, turn)
 
     async def record_messages(
         self, messages: Sequence[Message], *, interaction: int | None = None
@@ -148,34 +147,12 @@ class AsyncPartnerMemory(_Closing):
         return await asyncio.to_thread(self.sync.window)
 
     async def recall(
-        self,
-        query: str,
-        *,
-        k: int = 10,
-        since: int | None = None,
-        until: int | None = None,
-        dates: bool = True,
-        topic: str | None = None,
-        role: str | None = None,
-        speaker: str | None = None,
-        unit: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        activate: bool = True,
+        self, query: str | RecallQuery, **options: Unpack[RecallOptions]
     ) -> RecallResult:
-        return await asyncio.to_thread(
-            self.sync.recall,
-            query,
-            k=k,
-            since=since,
-            until=until,
-            dates=dates,
-            topic=topic,
-            role=role,
-            speaker=speaker,
-            unit=unit,
-            metadata=metadata,
-            activate=activate,
-        )
+        return await asyncio.to_thread(self.sync.recall, RecallQuery.of(query, **options))
+
+    async def forget(self, request: ForgetRequest) -> int:
+        return await asyncio.to_thread(self.sync.forget, request)
 
     async def forget_messages(self, message_ids: Sequence[str]) -> int:
         return await asyncio.to_thread(self.sync.forget_messages, message_ids)

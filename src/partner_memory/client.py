@@ -12,9 +12,9 @@ two classes only differ in how they send them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import quote
 
 import httpx
@@ -37,7 +37,9 @@ from partner_memory.model import (
     WindowMessage,
     check_namespace,
 )
+from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.results import RecallResult, TopicCount
+from partner_memory.requests import ForgetRequest, TurnInput
 from partner_memory.rolling.after_rolling import RollingResult
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.trajectory import Turn
@@ -91,23 +93,8 @@ class _Requests:
         self.namespace = check_namespace(namespace)
         self.prefix = f"/v1/namespaces/{quote(namespace, safe='')}"
 
-    def record_turn(
-        self,
-        user_input: str,
-        assistant_output: str,
-        *,
-        source: str,
-        timestamp: int | None,
-        metadata: dict[str, Any] | None,
-    ) -> _Call:
-        body = {
-            "user_input": user_input,
-            "assistant_output": assistant_output,
-            "source": source,
-            "timestamp": timestamp,
-            "metadata": metadata,
-        }
-        return _Call("POST", f"{self.prefix}/turns", body)
+    def record_turn(self, turn: TurnInput) -> _Call:
+        return _Call("POST", f"{self.prefix}/turns", turn.to_dict())
 
     @staticmethod
     def turn(answer: dict[str, Any]) -> Turn:
@@ -154,39 +141,24 @@ class _Requests:
     def window_messages(answer: dict[str, Any]) -> list[WindowMessage]:
         return [WindowMessage.from_dict(m) for m in answer["messages"]]
 
-    def recall(
-        self,
-        query: str,
-        *,
-        k: int,
-        since: int | None,
-        until: int | None,
-        dates: bool,
-        topic: str | None,
-        role: str | None,
-        speaker: str | None,
-        unit: str | None,
-        metadata: Mapping[str, Any] | None,
-        activate: bool,
-    ) -> _Call:
-        body = {"query": query, "k": k, "since": since, "until": until, "dates": dates}
-        body["activate"] = activate
-        kept = {"topic": topic, "role": role, "speaker": speaker, "unit": unit}
-        extra = {} if metadata is None else {"metadata": dict(metadata)}
-        return _Call("POST", f"{self.prefix}/recall", body | kept | extra)
+    def recall(self, asked: RecallQuery) -> _Call:
+        body = {name: v for name, v in asked.to_dict().items() if v is not None}
+        return _Call("POST", f"{self.prefix}/recall", body)
 
-    def forget_messages(self, message_ids: Sequence[str]) -> _Call:
-        return _Call("POST", f"{self.prefix}/forget/messages", {"message_ids": list(message_ids)})
+    def forget(self, request: ForgetRequest) -> _Call:
+        if request.target == "messages":
+            body = {"message_ids": list(request.message_ids)}
+            return _Call("POST", f"{self.prefix}/forget/messages", body)
+        if request.target == "namespace":
+            return _Call("DELETE", self.prefix)
+        unit = f"{self.prefix}/units/{quote(request.unit_id or '', safe='')}"
+        if request.target == "unit":
+            return _Call("DELETE", unit)
+        return _Call("DELETE", f"{unit}/slices/{quote(request.slice_id or '', safe='')}")
 
-    def forget_slice(self, unit_id: str, slice_id: str) -> _Call:
-        unit, found = quote(unit_id, safe=""), quote(slice_id, safe="")
-        return _Call("DELETE", f"{self.prefix}/units/{unit}/slices/{found}")
-
-    def forget_unit(self, unit_id: str) -> _Call:
-        return _Call("DELETE", f"{self.prefix}/units/{quote(unit_id, safe='')}")
-
-    def forget_all(self) -> _Call:
-        return _Call("DELETE", self.prefix)
+    @staticmethod
+    def forgotten(answer: dict[str, Any]) -> int:
+        return int(answer.get("message_count", 0))
 
     def create(self) -> _Call:
         return _Call("POST", "/v1/namespaces", {"namespace": self.namespace})
@@ -247,10 +219,12 @@ class MemoryClient:
         timestamp: int | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Turn:
-        call = self._requests.record_turn(
-            user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
-        )
-        return self._requests.turn(self._json(call))
+        turn = TurnInput(user_input, assistant_output, source, timestamp, metadata or {})
+        return self.record(turn)
+
+    def record(self, turn: TurnInput) -> Turn:
+        """`record_turn` with the exchange as a value."""
+        return self._requests.turn(self._json(self._requests.record_turn(turn)))
 
     def record_messages(
         self, messages: Sequence[Message], *, interaction: int | None = None
@@ -273,51 +247,32 @@ class MemoryClient:
         """The window, oldest first, each message with its interaction's time."""
         return self._requests.window_messages(self._json(self._requests.window()))
 
-    def recall(
-        self,
-        query: str,
-        *,
-        k: int = 10,
-        since: int | None = None,
-        until: int | None = None,
-        dates: bool = True,
-        topic: str | None = None,
-        role: str | None = None,
-        speaker: str | None = None,
-        unit: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        activate: bool = True,
-    ) -> RecallResult:
-        call = self._requests.recall(
-            query,
-            k=k,
-            since=since,
-            until=until,
-            dates=dates,
-            topic=topic,
-            role=role,
-            speaker=speaker,
-            unit=unit,
-            metadata=metadata,
-            activate=activate,
-        )
+    def recall(self, query: str | RecallQuery, **options: Unpack[RecallOptions]) -> RecallResult:
+        call = self._requests.recall(RecallQuery.of(query, **options))
         return RecallResult.from_dict(self._json(call))
 
-    def forget_messages(self, message_ids: Sequence[str]) -> int:
-        return int(self._json(self._requests.forget_messages(message_ids))["message_count"])
-
-    def forget_slice(self, unit_id: str, slice_id: str) -> int:
-        return int(self._json(self._requests.forget_slice(unit_id, slice_id))["message_count"])
-
-    def forget_unit(self, unit_id: str) -> None:
-        self._send(self._requests.forget_unit(unit_id))
-
-    def forget_all(self) -> None:
-        """Forget the namespace and everything in it; it goes on empty, as the handle's."""
-        for call in (self._requests.forget_all(), self._requests.create()):
+    def forget(self, request: ForgetRequest) -> int:
+        """Carry out a forget; forgetting the namespace leaves it going on empty."""
+        if request.target != "namespace":
+            return self._requests.forgotten(self._json(self._requests.forget(request)))
+        for call in (self._requests.forget(request), self._requests.create()):
             # not there yet; made again meanwhile
             with contextlib.suppress(NotFoundError, ConflictError):
                 self._send(call)
+        return 0
+
+    def forget_messages(self, message_ids: Sequence[str]) -> int:
+        return self.forget(ForgetRequest.messages(message_ids))
+
+    def forget_slice(self, unit_id: str, slice_id: str) -> int:
+        return self.forget(ForgetRequest.slice(unit_id, slice_id))
+
+    def forget_unit(self, unit_id: str) -> None:
+        self.forget(ForgetRequest.unit(unit_id))
+
+    def forget_all(self) -> None:
+        """Forget the namespace and everything in it; it goes on empty, as the handle's."""
+        self.forget(ForgetRequest("namespace"))
 
     def stats(self) -> RollingTotals:
         return RollingTotals.from_dict(self._json(self._requests.stats())["rolling_totals"])
@@ -377,10 +332,12 @@ class AsyncMemoryClient:
         timestamp: int | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Turn:
-        call = self._requests.record_turn(
-            user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
-        )
-        return self._requests.turn(await self._json(call))
+        turn = TurnInput(user_input, assistant_output, source, timestamp, metadata or {})
+        return await self.record(turn)
+
+    async def record(self, turn: TurnInput) -> Turn:
+        """`record_turn` with the exchange as a value."""
+        return self._requests.turn(await self._json(self._requests.record_turn(turn)))
 
     async def record_messages(
         self, messages: Sequence[Message], *, interaction: int | None = None
@@ -405,50 +362,30 @@ class AsyncMemoryClient:
         return self._requests.window_messages(await self._json(self._requests.window()))
 
     async def recall(
-        self,
-        query: str,
-        *,
-        k: int = 10,
-        since: int | None = None,
-        until: int | None = None,
-        dates: bool = True,
-        topic: str | None = None,
-        role: str | None = None,
-        speaker: str | None = None,
-        unit: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        activate: bool = True,
+        self, query: str | RecallQuery, **options: Unpack[RecallOptions]
     ) -> RecallResult:
-        call = self._requests.recall(
-            query,
-            k=k,
-            since=since,
-            until=until,
-            dates=dates,
-            topic=topic,
-            role=role,
-            speaker=speaker,
-            unit=unit,
-            metadata=metadata,
-            activate=activate,
-        )
+        call = self._requests.recall(RecallQuery.of(query, **options))
         return RecallResult.from_dict(await self._json(call))
 
-    async def forget_messages(self, message_ids: Sequence[str]) -> int:
-        answer = await self._json(self._requests.forget_messages(message_ids))
-        return int(answer["message_count"])
-
-    async def forget_slice(self, unit_id: str, slice_id: str) -> int:
-        answer = await self._json(self._requests.forget_slice(unit_id, slice_id))
-        return int(answer["message_count"])
-
-    async def forget_unit(self, unit_id: str) -> None:
-        await self._send(self._requests.forget_unit(unit_id))
-
-    async def forget_all(self) -> None:
-        for call in (self._requests.forget_all(), self._requests.create()):
+    async def forget(self, request: ForgetRequest) -> int:
+        if request.target != "namespace":
+            return self._requests.forgotten(await self._json(self._requests.forget(request)))
+        for call in (self._requests.forget(request), self._requests.create()):
             with contextlib.suppress(NotFoundError, ConflictError):
                 await self._send(call)
+        return 0
+
+    async def forget_messages(self, message_ids: Sequence[str]) -> int:
+        return await self.forget(ForgetRequest.messages(message_ids))
+
+    async def forget_slice(self, unit_id: str, slice_id: str) -> int:
+        return await self.forget(ForgetRequest.slice(unit_id, slice_id))
+
+    async def forget_unit(self, unit_id: str) -> None:
+        await self.forget(ForgetRequest.unit(unit_id))
+
+    async def forget_all(self) -> None:
+        await self.forget(ForgetRequest("namespace"))
 
     async def stats(self) -> RollingTotals:
         answer = await self._json(self._requests.stats())

@@ -13,17 +13,21 @@ becomes the tool's error with its message.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar, get_type_hints
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from opentelemetry.trace import SpanKind
+from pydantic import Field
 
 from partner_memory.documents import recall_document, slice_document, window_document
 from partner_memory.errors import PartnerMemoryError
 from partner_memory.host_logging import root_logging_kept
 from partner_memory.memory import PartnerMemory
+from partner_memory.recall.query import RecallQuery, filter_fields
+from partner_memory.requests import ForgetRequest, TurnInput
 from partner_memory.service import MemoryService
 from partner_memory.telemetry.instruments import span
 from partner_memory.telemetry.names import MCP_METHOD, TOOL_NAME
@@ -60,6 +64,34 @@ def _told(tool: Callable[P, R]) -> Callable[P, R]:
     return told
 
 
+def _with_filters(tool: Callable[P, R]) -> Callable[P, R]:
+    """The tool's keyword arguments declared as the filter's fields (`RecallFilter`),
+    with their descriptions and bounds, for the tool's schema."""
+    signature = inspect.signature(tool)
+    declared = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                f.kind,
+                Field(description=f.description, min_length=f.min_length, max_length=f.max_length),
+            ],
+        )
+        for f in filter_fields()
+    ]
+    hints = get_type_hints(tool)  # the schema is read from the signature: real types in it
+    kept = [
+        p.replace(annotation=hints[p.name])
+        for p in signature.parameters.values()
+        if p.kind != p.VAR_KEYWORD
+    ]
+    tool.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*kept, *declared], return_annotation=hints["return"]
+    )
+    return tool
+
+
 def one_namespace(service: MemoryService, namespace: str) -> Target:
     """Every call acts on `namespace` (stdio: the client that started the server owns it)."""
 
@@ -83,7 +115,7 @@ def build_server(target: Target) -> MCPServer:
         user_input: str, assistant_output: str, ctx: Context, source: str = "USER"
     ) -> dict[str, Any]:
         memory = target(ctx, "write")
-        turn = memory.record_turn(user_input, assistant_output, source=source)
+        turn = memory.record(TurnInput(user_input, assistant_output, source))
         return {"namespace": memory.namespace, "message_ids": [turn.user.id, turn.assistant.id]}
 
     @server.tool(
@@ -95,28 +127,13 @@ def build_server(target: Target) -> MCPServer:
         " session's id) and metadata (key/value pairs the messages carry) to keep to those."
     )
     @_told
+    @_with_filters
     def recall(
-        query: str,
-        ctx: Context,
-        *,
-        k: int = 10,
-        topic: str | None = None,
-        role: Literal["user", "assistant", "system"] | None = None,
-        speaker: str | None = None,
-        unit: str | None = None,
-        metadata: dict[str, Any] | None = None,
+        query: str, ctx: Context, *, k: int = 10, topic: str | None = None, **kept: Any
     ) -> dict[str, Any]:
         memory = target(ctx, "read")
-        found = memory.recall(
-            query,
-            k=k,
-            topic=topic,
-            role=role,
-            speaker=speaker,
-            unit=unit,
-            metadata=metadata,
-            activate=False,
-        )
+        asked = {"query": query, "k": k, "topic": topic, "activate": False} | kept
+        found = memory.recall(RecallQuery.from_dict(asked))
         return recall_document(memory.namespace, found)
 
     @server.tool(
@@ -161,7 +178,7 @@ def build_server(target: Target) -> MCPServer:
     @_told
     def forget_messages(message_ids: list[str], ctx: Context) -> dict[str, Any]:
         memory = target(ctx, "admin")
-        count = memory.forget_messages(message_ids)
+        count = memory.forget(ForgetRequest.messages(message_ids))
         return {"namespace": memory.namespace, "message_count": count}
 
     return server

@@ -10,11 +10,11 @@ context; close when done.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from opentelemetry.trace import Span
 
@@ -24,9 +24,10 @@ from partner_memory.core import MemoryCore
 from partner_memory.model import Message, RollingTotals, WindowMessage, check_limit
 from partner_memory.namespace_context import NamespaceContext
 from partner_memory.recall.embed import EmbeddingSettings
-from partner_memory.recall.filters import RecallFilter
+from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.replicas import RecallIndexSettings
 from partner_memory.recall.results import RecallResult, TopicCount
+from partner_memory.requests import ForgetRequest, TurnInput
 from partner_memory.rolling import (
     AfterRolling,
     AfterRollingRegistry,
@@ -165,12 +166,16 @@ class PartnerMemory:
         metadata: dict[str, Any] | None = None,
     ) -> Turn:
         """Record one exchange (R10-R11); may start a rolling in the background (R13)."""
+        return self.record(
+            TurnInput(user_input, assistant_output, source, timestamp, metadata or {})
+        )
+
+    def record(self, turn: TurnInput) -> Turn:
+        """`record_turn` with the exchange as a value (what the interfaces pass on)."""
         with operation(n.UPDATE_MEMORY, self.namespace) as span:
-            turn, appended = self.trajectory.record_turn_counted(
-                user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
-            )
-            self._recorded(span, [user_input, assistant_output], appended)
-            return turn
+            recorded, appended = self.trajectory.record_turn_counted(turn)
+            self._recorded(span, [turn.user_input, turn.assistant_output], appended)
+            return recorded
 
     def record_messages(
         self, messages: Sequence[Message], *, interaction: int | None = None
@@ -242,81 +247,64 @@ class PartnerMemory:
 
     # -- forgetting ----------------------------------------------------------------
 
+    def forget(self, request: ForgetRequest) -> int:
+        """Carry out a forget (the verbs below build one); how many messages it found.
+        Forgetting the namespace leaves the handle going on with it empty."""
+        found = self.service.forget(self.namespace, request)
+        if request.target == "namespace":
+            self._bind(self.service, self.namespace, create=True)
+            if not self._owns_service:
+                self.service.adopt(self)
+        return found
+
     def forget_messages(self, message_ids: Sequence[str]) -> int:
         """Forget messages wherever they are (a unit, the window): their text leaves every
         path - reading, recall, context, exports - and the slices that held them are
         summarised again from what remains. One transaction, recorded without content.
         Returns how many were found."""
-        return self.service.forget_messages(self.namespace, message_ids)
+        return self.forget(ForgetRequest.messages(message_ids))
 
     def forget_slice(self, unit_id: str, slice_id: str) -> int:
         """Forget a slice: its summary and every message it covers."""
-        return self.service.forget_slice(self.namespace, unit_id, slice_id)
+        return self.forget(ForgetRequest.slice(unit_id, slice_id))
 
     def forget_unit(self, unit_id: str) -> None:
         """Forget a whole unit (one memory session): deleted with its slices."""
-        self.service.forget_unit(self.namespace, unit_id)
+        self.forget(ForgetRequest.unit(unit_id))
 
     def forget_all(self) -> None:
         """Forget the namespace and everything in it - window, units, slices, context - in
         every process; the handle goes on with the namespace empty."""
-        namespace = self.namespace
-        self.service.forget_namespace(namespace)
-        self._bind(self.service, namespace, create=True)
-        if not self._owns_service:
-            self.service.adopt(self)
+        self.forget(ForgetRequest("namespace"))
 
     def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
         """R24: the resolved context as XML, ready for a prompt."""
         return render_xml(self.context(domains))
 
-    def recall(
-        self,
-        query: str,
-        *,
-        k: int = 10,
-        since: int | None = None,
-        until: int | None = None,
-        dates: bool = True,
-        topic: str | None = None,
-        role: str | None = None,
-        speaker: str | None = None,
-        unit: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        activate: bool = True,
-    ) -> RecallResult:
-        """The `k` messages that best match `query`, best first, stored or still in the
-        window, with the slices that hold them; `since` (inclusive) and `until`
-        (exclusive) keep to those times (ms). Without them, and with `dates`, a date in
-        the query ("yesterday", "in May 2023", "上周"), read relative to the namespace's
-        newest message, is preferred - or kept to, when the query asks for nothing
-        else ("what happened yesterday"). `topic` ("travel->japan", with an LLM
-        configured) keeps to the slices filed under it or below it - under its parent
-        if none are - and names related topics. `role`, `speaker` (case-insensitive),
-        `unit` and `metadata` (each key equal to its value, compared as JSON) keep to
-        the messages that match all of them. Everything recorded before the call
-        is found, in whichever process it was recorded. With `activate`, what was
-        found goes into the namespace's context (every process's) as the
+    def recall(self, query: str | RecallQuery, **options: Unpack[RecallOptions]) -> RecallResult:
+        """The `k` messages that best match the query, best first, stored or still in the
+        window, with the slices that hold them. `query` is a `RecallQuery` or its text,
+        with its options as keywords: `since` (inclusive) and `until` (exclusive) keep
+        to those times (ms). Without them, and with `dates`, a date in the query
+        ("yesterday", "in May 2023", "上周"), read relative to the namespace's newest
+        message, is preferred - or kept to, when the query asks for nothing else
+        ("what happened yesterday"). `topic` ("travel->japan", with an LLM configured)
+        keeps to the slices filed under it or below it - under its parent if none
+        are - and names related topics. `role`, `speaker` (case-insensitive), `unit`
+        and `metadata` (each key equal to its value, compared as JSON) keep to the
+        messages that match all of them. Everything recorded before the call is
+        found, in whichever process it was recorded. With `activate`, what was found
+        goes into the namespace's context (every process's) as the
         `activated_memory_slices` block."""
-        where = RecallFilter(role, speaker, unit, metadata or {})
-        used = where.used() + (["topic"] if topic is not None else [])
-        asked: dict[str, Any] = {n.TOP_K: k, n.FILTERS: used}
-        for name, at in ((n.SINCE, since), (n.UNTIL, until)):
+        asked = RecallQuery.of(query, **options)
+        told: dict[str, Any] = {n.TOP_K: asked.k, n.FILTERS: asked.filters_used}
+        for name, at in ((n.SINCE, asked.since), (n.UNTIL, asked.until)):
             if at is not None:
-                asked[name] = at
-        with operation(n.SEARCH_MEMORY, self.namespace, asked) as span:
+                told[name] = at
+        with operation(n.SEARCH_MEMORY, self.namespace, told) as span:
             if span.is_recording() and capturing_content():
-                span.set_attribute(n.MEMORY_QUERY, query)
-            found = self.service.recall.recall(
-                self.namespace,
-                query,
-                k=k,
-                since=since,
-                until=until,
-                dates=dates,
-                topic=topic,
-                where=where,
-            )
+                span.set_attribute(n.MEMORY_QUERY, asked.query)
+            found = self.service.recall.recall(self.namespace, asked)
             span.set_attribute(n.RESULT_COUNT, len(found.hits))
             if found.date_range is not None:
                 bounds = found.date_range.start_at, found.date_range.end_at
@@ -324,7 +312,7 @@ class PartnerMemory:
                     if at is not None:
                         span.set_attribute(name, at)
             instruments().recall_hits.record(len(found.hits))
-            if activate:
+            if asked.activate:
                 self.context_source.activate(found)
             return found
 

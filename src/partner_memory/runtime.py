@@ -36,6 +36,7 @@ from partner_memory.recall.engine import RecallEngine
 from partner_memory.recall.indexer import RECALL_CONSUMER, RecallIndexer
 from partner_memory.recall.replicas import IndexReplicas, RecallIndexSettings
 from partner_memory.recall.topics import TopicExtractor
+from partner_memory.requests import ForgetRequest
 from partner_memory.rolling import (
     ChatClient,
     ExtractiveSummarizer,
@@ -272,6 +273,19 @@ class MemoryRuntime:
         return self.dispatcher.register(consumer)
 
     # -- forgetting ---------------------------------------------------------------------
+
+    def forget(self, namespace: str, request: ForgetRequest) -> int:
+        """Carry out a forget; how many messages it found (a unit or a namespace: 0)."""
+        if request.target == "messages":
+            return self.forget_messages(namespace, request.message_ids)
+        unit_id = request.unit_id or ""  # the request's own check: set for these two
+        if request.target == "slice":
+            return self.forget_slice(namespace, unit_id, request.slice_id or "")
+        if request.target == "unit":
+            self.forget_unit(namespace, unit_id)
+        else:
+            self.forget_namespace(namespace)
+        return 0
 
     def forget_messages(self, namespace: str, message_ids: Sequence[str]) -> int:
         """See `PartnerMemory.forget_messages`; the slices that held them are summarised

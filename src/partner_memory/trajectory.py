@@ -14,15 +14,14 @@ from typing import Any
 
 from partner_memory import markers
 from partner_memory.clock import Clock
-from partner_memory.errors import InvalidInputError
 from partner_memory.model import (
     Message,
     WindowActivity,
     WindowMessage,
     check_messages,
-    check_text,
     check_timestamp,
 )
+from partner_memory.requests import TurnInput
 from partner_memory.store.base import MemoryStore, WindowAppend
 
 
@@ -78,33 +77,19 @@ class Trajectory:
         metadata: dict[str, Any] | None = None,
     ) -> Turn:
         """R10-R11: drop structured prompts, then append the user input and the assistant output."""
-        return self.record_turn_counted(
-            user_input, assistant_output, source=source, timestamp=timestamp, metadata=metadata
-        )[0]
+        turn = TurnInput(user_input, assistant_output, source, timestamp, metadata or {})
+        return self.record_turn_counted(turn)[0]
 
-    def record_turn_counted(
-        self,
-        user_input: str,
-        assistant_output: str,
-        *,
-        source: str = "USER",
-        timestamp: int | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> tuple[Turn, WindowAppend]:
+    def record_turn_counted(self, turn: TurnInput) -> tuple[Turn, WindowAppend]:
         """`record_turn`, also returning the window's length right after it and the
         interaction before it."""
-        check_text(user_input, "user_input")
-        check_text(assistant_output, "assistant_output")
-        check_text(source, "source")
-        if "\n" in source or "\r" in source:
-            raise InvalidInputError("source must be one line: it becomes the R11 marker line")
-        now = self._clock() if timestamp is None else check_timestamp(timestamp, "timestamp")
-        assistant_content, replied = markers.assistant_text(assistant_output)
+        now = self._clock() if turn.timestamp is None else turn.timestamp
+        assistant_content, replied = markers.assistant_text(turn.assistant_output)
         user = Message(
             role="user",
-            content=markers.user_text(source, user_input),
+            content=markers.user_text(turn.source, turn.user_input),
             timestamp=now,
-            metadata=dict(metadata or {}),
+            metadata=dict(turn.metadata),
         )
         assistant = Message(role="assistant", content=assistant_content, timestamp=now)
         appended = self._store.append_trajectory(

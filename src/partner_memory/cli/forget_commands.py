@@ -15,6 +15,7 @@ from partner_memory.cli.app import Db, Json, Namespace, app, opened_memory, open
 from partner_memory.cli.errors import reported
 from partner_memory.errors import InvalidInputError
 from partner_memory.memory import PartnerMemory
+from partner_memory.requests import ForgetRequest
 from partner_memory.runtime import MemoryRuntime
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
 
@@ -91,7 +92,7 @@ def forget_message(
 ) -> None:
     """Forget messages; the slices that held them are summarised again from the rest."""
     with _memory(db, namespace, purge, as_json) as (memory, said):
-        count = memory.forget_messages(message_ids)
+        count = memory.forget(ForgetRequest.messages(message_ids))
         said.text = f"forgot {count} message(s) in {namespace!r}"
         said.document = {"message_count": count}
 
@@ -110,7 +111,7 @@ def forget_slice(
     """Forget a slice: its summary and every message it covers."""
     with _memory(db, namespace, purge, as_json) as (memory, said):
         unit, slice_id = memory.core.resolve_slice(unit, slice_id)
-        count = memory.forget_slice(unit, slice_id)
+        count = memory.forget(ForgetRequest.slice(unit, slice_id))
         said.text = f"forgot slice {slice_id} and its {count} message(s)"
         said.document = {"unit_id": unit, "slice_id": slice_id, "message_count": count}
 
@@ -126,7 +127,7 @@ def forget_unit(
     """Forget a whole unit (one memory session) with its slices."""
     with _memory(db, namespace, purge, as_json) as (memory, said):
         unit = memory.core.resolve_unit_id(unit)
-        memory.forget_unit(unit)
+        memory.forget(ForgetRequest.unit(unit))
         said.text = f"forgot unit {unit}"
         said.document = {"unit_id": unit}
 

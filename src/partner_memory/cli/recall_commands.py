@@ -15,7 +15,7 @@ from partner_memory.cli.app import Db, Json, Namespace, app, epoch_ms, opened_me
 from partner_memory.cli.errors import reported
 from partner_memory.documents import recall_document, topics_document
 from partner_memory.errors import InvalidInputError
-from partner_memory.recall.engine import MAX_K
+from partner_memory.recall.query import MAX_K, RecallQuery
 from partner_memory.recall.results import RecallResult
 from partner_memory.settings import DEFAULT_DATABASE, DEFAULT_NAMESPACE
 
@@ -55,20 +55,13 @@ def recall(
     """Find the messages that best match QUERY, and the slices that hold them."""
     with reported():
         bounds = epoch_ms(since, "--since"), epoch_ms(until, "--until")
-        pairs = _metadata_pairs(metadata or [])
+        asked = RecallQuery.from_dict(
+            {"query": query, "k": k, "since": bounds[0], "until": bounds[1], "dates": dates}
+            | {"topic": topic, "role": role, "speaker": speaker, "unit": unit}
+            | {"metadata": _metadata_pairs(metadata or [])}
+        )
         with opened_memory(db, namespace, write=False) as memory:
-            found = memory.recall(
-                query,
-                k=k,
-                since=bounds[0],
-                until=bounds[1],
-                dates=dates,
-                topic=topic,
-                role=role,
-                speaker=speaker,
-                unit=unit,
-                metadata=pairs,
-            )
+            found = memory.recall(asked)
         if as_json:
             render.print_json(recall_document(namespace, found))
             return

@@ -31,6 +31,7 @@ from partner_memory.http.documents import (
 from partner_memory.http.models import ERRORS, MAX_MS, ErrorBody, MessagesIn, TurnIn
 from partner_memory.memory import DEFAULT_DOMAINS
 from partner_memory.model import Message, plain
+from partner_memory.requests import TurnInput
 
 router = APIRouter(responses=ERRORS)
 
@@ -41,13 +42,7 @@ router = APIRouter(responses=ERRORS)
 def record_turn(namespace: Ns, body: TurnIn, access: Served, key: Caller) -> dict[str, Any]:
     """Record one exchange (creating the namespace); a rolling may start in the background."""
     name = access.allowed(key, namespace, "write")
-    turn = access.memory(name, create=True).record_turn(
-        body.user_input,
-        body.assistant_output,
-        source=body.source,
-        timestamp=body.timestamp,
-        metadata=body.metadata,
-    )
+    turn = access.memory(name, create=True).record(TurnInput.from_dict(body.model_dump()))
     return {
         "namespace": name,
         "messages": plain([turn.user, turn.assistant]),

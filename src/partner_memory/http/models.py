@@ -6,13 +6,12 @@ records' `to_dict()`), the same the CLI prints with `--json`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from partner_memory.model import MAX_NAMESPACE_LENGTH
-from partner_memory.recall.engine import MAX_K
-from partner_memory.recall.filters import MAX_METADATA_KEYS
+from partner_memory.recall.query import MAX_K, filter_fields
 
 #: Messages accepted in one request.
 MAX_MESSAGES = 1000
@@ -54,24 +53,37 @@ class MessagesIn(Body):
     )
 
 
-class RecallIn(Body):
+class _RecallBase(Body):
     query: str = Field(min_length=1, max_length=10_000)
     k: int = Field(default=10, ge=1, le=MAX_K)
     since: int | None = Millis
     until: int | None = Millis
     dates: bool = True
     topic: str | None = Field(default=None, min_length=1, max_length=400)
-    role: Literal["user", "assistant", "system"] | None = None
-    speaker: str | None = Field(default=None, min_length=1, max_length=200)
-    unit: str | None = Field(default=None, min_length=1, max_length=200)
-    metadata: dict[str, Any] | None = Field(
-        default=None,
-        max_length=MAX_METADATA_KEYS,
-        description="Only messages whose metadata holds each key with this value (as JSON).",
-    )
     activate: bool = Field(
         default=False,
         description="Put what was found into the namespace's context (needs a write key).",
+    )
+
+
+if TYPE_CHECKING:
+    RecallIn = _RecallBase
+else:  # the query's own fields, and the filter's as `RecallFilter` declares them
+    RecallIn = create_model(
+        "RecallIn",
+        __base__=_RecallBase,
+        **{
+            f.name: (
+                f.kind,
+                Field(
+                    default=None,
+                    description=f.description,
+                    min_length=f.min_length,
+                    max_length=f.max_length,
+                ),
+            )
+            for f in filter_fields()
+        },
     )
 
 

@@ -18,6 +18,8 @@ from partner_memory.http.documents import (
     UnitForgottenDoc,
 )
 from partner_memory.http.models import ERRORS, ForgetMessagesIn, RecallIn
+from partner_memory.recall.query import RecallQuery
+from partner_memory.requests import ForgetRequest
 
 router = APIRouter(responses=ERRORS)
 
@@ -28,19 +30,7 @@ def recall(namespace: Ns, body: RecallIn, access: Served, key: Caller) -> dict[s
     meaning, a date in the query, or a topic), kept to a role, speaker, unit or metadata;
     with `activate`, what was found enters the namespace's context (a write)."""
     name = access.allowed(key, namespace, "write" if body.activate else "read")
-    found = access.memory(name).recall(
-        body.query,
-        k=body.k,
-        since=body.since,
-        until=body.until,
-        dates=body.dates,
-        topic=body.topic,
-        role=body.role,
-        speaker=body.speaker,
-        unit=body.unit,
-        metadata=body.metadata,
-        activate=body.activate,
-    )
+    found = access.memory(name).recall(RecallQuery.from_dict(body.model_dump()))
     return recall_document(name, found)
 
 
@@ -52,7 +42,7 @@ def forget_messages(
 ) -> dict[str, Any]:
     """Forget messages everywhere; the slices that held them are summarised again."""
     name = access.allowed(key, namespace, "admin")
-    count = access.memory(name).forget_messages(body.message_ids)
+    count = access.memory(name).forget(ForgetRequest.messages(body.message_ids))
     return {"namespace": name, "message_count": count}
 
 
@@ -68,7 +58,7 @@ def forget_slice(
     unambiguous prefix)."""
     name = access.allowed(key, namespace, "admin")
     memory = access.memory(name)
-    count = memory.forget_slice(*memory.core.resolve_slice(unit_id, slice_id))
+    count = memory.forget(ForgetRequest.slice(*memory.core.resolve_slice(unit_id, slice_id)))
     return {"namespace": name, "message_count": count}
 
 
@@ -80,7 +70,7 @@ def forget_unit(namespace: Ns, unit_id: str, access: Served, key: Caller) -> dic
     name = access.allowed(key, namespace, "admin")
     memory = access.memory(name)
     unit_id = memory.core.resolve_unit_id(unit_id)
-    memory.forget_unit(unit_id)
+    memory.forget(ForgetRequest.unit(unit_id))
     return {"namespace": name, "unit_id": unit_id}
 
 

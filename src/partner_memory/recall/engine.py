@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from opentelemetry import trace
 
@@ -32,8 +32,9 @@ from partner_memory.model import TOPIC_SEPARATOR, MemorySlice, Message, check_te
 from partner_memory.recall.analyze import RecallAnalysis, terms
 from partner_memory.recall.dates import find_date_cue
 from partner_memory.recall.embed import embed_bounded
-from partner_memory.recall.filters import RecallFilter, metadata_tags
+from partner_memory.recall.filters import metadata_tags
 from partner_memory.recall.indexer import RECALL_CONSUMER
+from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.replicas import LOG_STEP, IndexReplicas, RecallIndexSettings
 from partner_memory.recall.results import (
     ONLY,
@@ -54,8 +55,6 @@ from partner_memory.telemetry.names import ENGINE_MS, INDEX_MS, PHASE, READ_MS
 if TYPE_CHECKING:
     import numpy as np
 
-#: Most hits one recall returns.
-MAX_K = 100
 #: Namespaces whose analysed window a process keeps (least recently searched go first).
 HELD_WINDOWS = 256
 
@@ -118,22 +117,12 @@ class RecallEngine:
         self._lock = threading.Lock()
 
     def recall(
-        self,
-        namespace: str,
-        query: str,
-        *,
-        k: int = 10,
-        since: int | None = None,
-        until: int | None = None,
-        dates: bool = True,
-        topic: str | None = None,
-        where: RecallFilter | None = None,
+        self, namespace: str, query: str | RecallQuery, **options: Unpack[RecallOptions]
     ) -> RecallResult:
-        check_text(query, "query")
-        if not query.strip():
-            raise InvalidInputError("query must not be empty")
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise InvalidInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
+        """The best messages for the query (a `RecallQuery`, or its text and keywords);
+        `activate` is the caller's to act on."""
+        asked = RecallQuery.of(query, **options)
+        topic, where, k = asked.topic, asked.where, asked.k
         match, kept = self._topic(namespace, topic) if topic is not None else (None, None)
         began = time.perf_counter()
         state = self._recall_rows().recall_state(namespace, RECALL_CONSUMER)
@@ -141,15 +130,15 @@ class RecallEngine:
         index = self._current(namespace, state, analysis)
         window = self._store.load_trajectory(namespace).messages
         searched = time.perf_counter()
-        bounds = self._bounds(query, window, index, since, until, dates=dates)
-        words = terms(query)
+        bounds = self._bounds(asked, window, index)
+        words = terms(asked.query)
         timed = bounds is not None and bounds.cue is not None and bounds.mode == ONLY
         if timed:  # the query's own date words (or meaning) would rank: time order instead
             words = []
         only = bounds is not None and bounds.mode == ONLY
         span = (bounds.start_at, bounds.end_at) if bounds is not None else (None, None)
         docs = self._window_docs(namespace, window, analysis)
-        speaker = _named_speaker(query, index.speakers, docs)
+        speaker = _named_speaker(asked.query, index.speakers, docs)
         if speaker is not None:  # its boost counts the name; matching the name too costs
             # a walk over most of that participant's messages and gains nothing (measured)
             name = set(terms(speaker))
@@ -162,43 +151,35 @@ class RecallEngine:
                 since=span[0] if only else None,
                 until=span[1] if only else None,
                 prefer=None if only or bounds is None else span,
-                vector=None if timed else self._query_vector(query, analysis),
+                vector=None if timed else self._query_vector(asked.query, analysis),
                 # a time asked for alone, or a topic: the rest of it, oldest first
                 fill=kept is not None or (only and bounds is not None and bounds.cue is not None),
                 within=kept,
                 window=docs,
-                where=None if where is None or where.empty else where,
-                spread=GATHERING.search(query) is not None,
+                where=None if where.empty else where,
+                spread=GATHERING.search(asked.query) is not None,
             )
         )
         read = time.perf_counter()
-        found = self._resolve(namespace, query, hits, window, bounds)
+        found = self._resolve(namespace, asked.query, hits, window, bounds)
         _phases(began, searched, read, time.perf_counter())
         return replace(found, topic=match)
 
     @staticmethod
-    def _bounds(
-        query: str,
-        window: Sequence[Message],
-        index: Searcher,
-        since: int | None,
-        until: int | None,
-        *,
-        dates: bool,
-    ) -> DateRange | None:
+    def _bounds(asked: RecallQuery, window: Sequence[Message], index: Searcher) -> DateRange | None:
         """The caller's bounds, else the query's date: "yesterday" is the day before the
         namespace's newest message. A query asking nothing but the time ("what happened
         yesterday") keeps to it; beside a question the time is preferred."""
-        if since is not None or until is not None:
-            return DateRange(None, since, until, ONLY)
-        if not dates:
+        if asked.since is not None or asked.until is not None:
+            return DateRange(None, asked.since, asked.until, ONLY)
+        if not asked.dates:
             return None
         times = [m.timestamp for m in window if m.timestamp is not None]
         now = max([*times, index.newest or 0]) or int(time.time() * 1000)
-        cue = find_date_cue(query, now)
+        cue = find_date_cue(asked.query, now)
         if cue is None:
             return None
-        rest = set(terms(query.replace(cue.text, " "))) - ASKING
+        rest = set(terms(asked.query.replace(cue.text, " "))) - ASKING
         return DateRange(cue.text, cue.since, cue.until, PREFERRED if rest else ONLY)
 
     def _topic(self, namespace: str, topic: str) -> tuple[TopicMatch, list[tuple[str, int, int]]]:

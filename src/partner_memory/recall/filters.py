@@ -18,10 +18,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from partner_memory.errors import InvalidInputError
-from partner_memory.model import ROLES, check_text
+from partner_memory.model import ROLES, Role, check_text
 
 #: Metadata entries one filter may name.
 MAX_METADATA_KEYS = 20
+
+
+def wire(
+    description: str, *, min_length: int | None = None, max_length: int | None = None
+) -> dict[str, Any]:
+    """A filter field's description and bounds, which the interfaces that publish a
+    schema (HTTP, MCP) declare it with, so a new filter is written here once."""
+    return {"description": description, "min_length": min_length, "max_length": max_length}
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +38,22 @@ class RecallFilter:
     speaker (case-insensitive), stored in this unit (the window's messages are in
     none yet), and whose metadata holds each of these key/value pairs."""
 
-    role: str | None = None
-    speaker: str | None = None
-    unit: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    role: Role | None = field(default=None, metadata=wire("Only messages of this role."))
+    speaker: str | None = field(
+        default=None,
+        metadata=wire("Only what this participant said (any case).", min_length=1, max_length=200),
+    )
+    unit: str | None = field(
+        default=None,
+        metadata=wire("Only this unit's messages (a unit id).", min_length=1, max_length=200),
+    )
+    metadata: Mapping[str, Any] = field(
+        default_factory=dict,
+        metadata=wire(
+            "Only messages whose metadata holds each key with this value (as JSON).",
+            max_length=MAX_METADATA_KEYS,
+        ),
+    )
 
     def used(self) -> list[str]:
         """The names of the filters set (what telemetry may say; their values it may not)."""

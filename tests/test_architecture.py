@@ -122,3 +122,33 @@ def test_only_telemetry_sdk_imports_the_opentelemetry_sdk() -> None:
             if any(name.startswith(sdk_like) for name in names):
                 importers.add(module)
     assert importers == {"partner_memory.telemetry.sdk"}
+
+
+#: A module past this many lines holds more than one job (split it by job).
+MODULE_LINES = 600
+
+
+def test_no_module_is_over_its_size() -> None:
+    over = {
+        module: lines
+        for module, path in MODULES.items()
+        if (lines := len(path.read_text().splitlines())) > MODULE_LINES
+    }
+    assert over == {}
+
+
+def test_ranking_is_pure() -> None:
+    """Ranking is tested on pools made by hand: it never imports the search engine."""
+    graph = _graph()
+    assert not any(t.startswith("tantivy") for t in _imported("partner_memory.recall.ranking"))
+    assert "partner_memory.recall.tantivy_index" not in graph["partner_memory.recall.ranking"]
+
+
+def _imported(module: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names

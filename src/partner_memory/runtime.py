@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol, Self
 
 from opentelemetry.trace import Span
 
+from partner_memory import store_gauges as health
 from partner_memory.clock import Clock, system_clock
 from partner_memory.core import MemoryCore
 from partner_memory.errors import ConfigurationError, InvalidInputError
@@ -56,7 +57,6 @@ from partner_memory.rolling.dialog_rolling import DialogRolling
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.store import MemoryStore
 from partner_memory.store.capabilities import RecallStore, TopicStore, require
-from partner_memory.telemetry import health
 from partner_memory.telemetry import names as n
 from partner_memory.telemetry.instruments import instruments, operation
 from partner_memory.trajectory import Trajectory

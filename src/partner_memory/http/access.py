@@ -8,67 +8,15 @@ service is open (`serve` allows that only on loopback or with `--insecure`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
-from urllib.parse import unquote
 
 from fastapi import Depends, Header, Path, Request
 
-from partner_memory.errors import NotFoundError
-from partner_memory.keys import ApiKey, KeyRing
-from partner_memory.memory import PartnerMemory
-from partner_memory.model import check_namespace
-from partner_memory.service import MemoryService
-
-
-class Refused(Exception):
-    """A request the key does not allow: 401 or 403."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
+from partner_memory.access import Access
+from partner_memory.keys import ApiKey
 
 #: A namespace in a path; one holding "/" is sent with it escaped (%2F).
 Ns = Annotated[str, Path(description="The namespace; a '/' in it is sent as %2F.")]
-
-
-@dataclass(frozen=True, slots=True)
-class Access:
-    service: MemoryService
-    keys: KeyRing
-
-    def caller(self, authorization: str | None) -> ApiKey | None:
-        """The request's key; None when the store holds no live key (an open service)."""
-        if authorization is None or not authorization.startswith("Bearer "):
-            if self.keys.any_live():
-                raise Refused(401, "a key is needed: Authorization: Bearer KEY")
-            return None
-        found = self.keys.authenticate(authorization[len("Bearer ") :])
-        if found is None:
-            raise Refused(401, "unknown or revoked key")
-        return found
-
-    @staticmethod
-    def allowed(key: ApiKey | None, namespace: str, scope: str) -> str:
-        """The namespace (decoded from its path segment), if the key opens it for `scope`."""
-        return Access.permitted(key, unquote(namespace), scope)
-
-    @staticmethod
-    def permitted(key: ApiKey | None, name: str, scope: str) -> str:
-        """The namespace `name`, if it is valid and the key opens it for `scope`."""
-        name = check_namespace(name)
-        if key is not None and not key.allows(name, scope):
-            raise Refused(403, f"this key may not {scope} namespace {name!r}")
-        return name
-
-    def memory(self, namespace: str, *, create: bool = False) -> PartnerMemory:
-        """The namespace's handle; 404 if it does not exist and is not to be created -
-        naming no other namespace (a key may not know of them)."""
-        if not create and self.service.queries.namespace(namespace) is None:
-            raise NotFoundError(f"namespace {namespace!r} not found")
-        return self.service.memory(namespace, create=create)
 
 
 async def _access(request: Request) -> Access:

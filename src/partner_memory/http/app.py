@@ -27,6 +27,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
+from partner_memory.access import Access, Refused
 from partner_memory.errors import (
     ConfigurationError,
     ConflictError,
@@ -36,7 +37,6 @@ from partner_memory.errors import (
     StorageUnavailableError,
 )
 from partner_memory.http import DEFAULT_MAX_BODY, memory_routes, namespaces, recall_routes
-from partner_memory.http.access import Access, Refused
 from partner_memory.http.answers import error
 from partner_memory.http.asgi import ASGIApp, Receive, Send
 from partner_memory.http.hosts import HostPolicy

@@ -24,8 +24,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from starlette.requests import Request
 
+from partner_memory.access import Access, Refused
 from partner_memory.errors import InvalidInputError, NotFoundError
-from partner_memory.http.access import Access, Refused
 from partner_memory.http.answers import error
 from partner_memory.http.hosts import HostPolicy
 from partner_memory.keys import ApiKey

@@ -15,7 +15,7 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response
 
-from partner_memory.http.access import Access, Refused
+from partner_memory.access import Access, Refused
 from partner_memory.http.answers import error
 from partner_memory.http.asgi import Receive, Send
 from partner_memory.telemetry.sdk import EXTRA_HINT, Exposition

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
 
-from partner_memory.http.access import Access, Refused
+from partner_memory.access import Access, Refused
 from partner_memory.keys import ApiKey
 
 COOKIE_PREFIX = "pm_inspector_"

@@ -86,7 +86,7 @@ def _with_filters(tool: Callable[P, R]) -> Callable[P, R]:
         for p in signature.parameters.values()
         if p.kind != p.VAR_KEYWORD
     ]
-    tool.__signature__ = signature.replace(  # type: ignore[attr-defined]
+    vars(tool)["__signature__"] = signature.replace(  # what inspect.signature reads
         parameters=[*kept, *declared], return_annotation=hints["return"]
     )
     return tool

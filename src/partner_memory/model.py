@@ -187,13 +187,14 @@ def check_messages(messages: Iterable[object]) -> list[Message]:
         raise InvalidInputError(
             f"messages must be a list of Message, got {type(messages).__name__}"
         )
-    batch = list(messages)
-    for i, message in enumerate(batch):
+    batch: list[Message] = []
+    for i, message in enumerate(messages):
         if not isinstance(message, Message):
             raise InvalidInputError(
                 f"messages[{i}] must be a Message, got {type(message).__name__}"
             )
-    return batch  # type: ignore[return-value]
+        batch.append(message)
+    return batch
 
 
 def newest(times: Iterable[int | None]) -> int | None:

@@ -57,7 +57,7 @@ def purge_tables(
     """Rewrite `tables` (an autocommit connection); where VACUUM had to keep deleted
     versions for an older snapshot, wait for it (up to `wait_s`) and rewrite those
     tables again; refuse, naming the holders, when one still sees them."""
-    began = conn.execute("SELECT clock_timestamp()").fetchone()[0]  # type: ignore[index]
+    began = (conn.execute("SELECT clock_timestamp()").fetchone() or [None])[0]
     deadline = time.monotonic() + wait_s
     kept = _rewritten(conn, tables, began, deadline)
     if not kept:

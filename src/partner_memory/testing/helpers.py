@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
-from partner_memory.model import Message, RollingCost, new_id
+from partner_memory.model import Message, Role, RollingCost, new_id
 from partner_memory.store.base import RollingCommit
 
+T = TypeVar("T")
 
-def messages(n: int, tag: str = "m", role: str = "user") -> list[Message]:
+
+def messages(n: int, tag: str = "m", role: Role = "user") -> list[Message]:
     """`n` messages `tag-0` .. `tag-(n-1)`, each with a new id."""
-    return [Message(role=role, content=f"{tag}-{i}") for i in range(n)]  # type: ignore[arg-type]
+    return [Message(role=role, content=f"{tag}-{i}") for i in range(n)]
+
+
+def held(value: T | None) -> T:
+    """`value`, which the test expects to be there (an AssertionError if it is None)."""
+    if value is None:
+        raise AssertionError("expected a value, got None")
+    return value
 
 
 def rolling(

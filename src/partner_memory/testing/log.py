@@ -10,7 +10,7 @@ from partner_memory.errors import ConflictError, InvalidInputError, NotFoundErro
 from partner_memory.model import LogEntry, Message
 from partner_memory.store.base import CommittedRolling, MemoryStore, ReplayStep
 from partner_memory.store.staged import Record, Staged, Unrecord
-from partner_memory.testing.helpers import messages, rolling
+from partner_memory.testing.helpers import held, messages, rolling
 
 
 def _leased(store: MemoryStore, namespace: str, holder: str = "h") -> list[Message]:
@@ -111,7 +111,7 @@ class LogContract:
         done = store.commit_rolling("ns", commit)
         assert done.update is not None
         assert done.update.unit.id == "first"
-        assert store.get_namespace("ns").memory_session_id == "second"  # type: ignore[union-attr]
+        assert held(store.get_namespace("ns")).memory_session_id == "second"
         assert store.window_activity("ns").idle_rolled_for == 1_000
         assert store.idle_candidates(5_000, ["ns"]) == []
         (entry,) = store.read_log("ns", 0)

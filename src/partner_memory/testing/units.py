@@ -12,7 +12,7 @@ from partner_memory.errors import ConflictError, NotFoundError, StorageUnavailab
 from partner_memory.model import MemorySlice, Message, NamespaceInfo
 from partner_memory.store.base import MemoryStore, UnitWrite
 from partner_memory.store.capabilities import InspectionStore
-from partner_memory.testing.helpers import messages
+from partner_memory.testing.helpers import held, messages
 
 #: Names whose characters mean something to a glob, to LIKE or to a regex.
 NAMES = [
@@ -237,7 +237,7 @@ class UnitContract:
         with pytest.raises(ConflictError, match="before"):
             store.write_units("ns", "after", [good, stale])
         assert store.get_unit("ns", "new-unit") is None
-        assert store.get_namespace("ns").memory_session_id == "before"  # type: ignore[union-attr]
+        assert held(store.get_namespace("ns")).memory_session_id == "before"
 
     def test_write_units_into_a_new_namespace_is_all_or_nothing(self, store: MemoryStore) -> None:
         good = UnitWrite("a", 5, 0, messages(1), [])
@@ -271,9 +271,9 @@ class UnitContract:
             "alice-1",
         ]
         assert [m.content for m in store.read_messages("bob", "shared-id", 0, 9)] == ["bob-0"]
-        assert store.get_slice("bob", "shared-id", "same").summary == "b"  # type: ignore[union-attr]
+        assert held(store.get_slice("bob", "shared-id", "same")).summary == "b"
         store.set_session("alice", "new")
-        assert store.get_namespace("bob").memory_session_id == "shared-id"  # type: ignore[union-attr]
+        assert held(store.get_namespace("bob")).memory_session_id == "shared-id"
 
     def test_append_refuses_a_message_already_stored(self, store: MemoryStore) -> None:
         """No interleaving can store a message twice: the append checks inside its transaction."""

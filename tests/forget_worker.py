@@ -11,8 +11,8 @@ import sys
 import time
 
 from partner_memory import PartnerMemory, open_store
-from partner_memory.store.sql_base import Cursor
-from partner_memory.store.sql_forget import ForgetSql
+from partner_memory.store.sql.base import Cursor
+from partner_memory.store.sql.forget import ForgetSql
 
 _record = ForgetSql._record
 

@@ -17,7 +17,7 @@ from partner_memory.model import Message
 def raw_sql(store: object, query: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
     """Run `?`-style SQL in one write transaction of a SQL backend (a test reaching past
     the contract, to break or inspect what it would never let a caller touch)."""
-    from partner_memory.store.sql_base import SqlBase
+    from partner_memory.store.sql.base import SqlBase
 
     assert isinstance(store, SqlBase), type(store)
     with store._transaction(write=True) as cur:

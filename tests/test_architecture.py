@@ -101,7 +101,7 @@ def test_only_the_store_imports_its_sql_modules() -> None:
         for module, targets in _graph().items()
         if not module.startswith("partner_memory.store")
         for target in targets
-        if target.startswith("partner_memory.store.sql")
+        if target.startswith("partner_memory.store.sql.verbs")
         or target.startswith("partner_memory.store.postgres")
         or target.startswith("partner_memory.store.pg_")
     }

@@ -12,7 +12,7 @@ import pytest
 MODULE = '''
 import pytest
 
-from partner_memory.store.memory_store import InMemoryStore
+from partner_memory.store.memory.store import InMemoryStore
 from partner_memory.testing import StoreContract
 
 

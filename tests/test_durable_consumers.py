@@ -27,7 +27,7 @@ from partner_memory import (
 )
 from partner_memory.rolling.consumers import PreparedWork, PreparingConsumer
 from partner_memory.store import MemoryStore, Staged
-from partner_memory.store.sql_log import LogSql
+from partner_memory.store.sql.log import LogSql
 from partner_memory.testing.helpers import messages, rolling
 from tests.consumer_worker import SeenRollings
 

@@ -111,9 +111,9 @@ def test_another_process_drops_what_was_forgotten_from_its_context(store: Memory
 def test_a_failed_forget_changes_nothing(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from partner_memory.store import memory_extras
-    from partner_memory.store.memory_store import InMemoryStore
-    from partner_memory.store.sql_forget import ForgetSql
+    from partner_memory.store.memory import extras as memory_extras
+    from partner_memory.store.memory.store import InMemoryStore
+    from partner_memory.store.sql.forget import ForgetSql
 
     with PartnerMemory(store, "agent", idle_timer=False) as memory:
         said = _converse(memory)

@@ -20,9 +20,10 @@ import pytest
 
 from partner_memory import MemoryService, PartnerMemory, RollingSettings
 from partner_memory.errors import StorageUnavailableError
-from partner_memory.store import group_commit, open_store
-from partner_memory.store.durability import behind_the_caller
-from partner_memory.store.group_commit import GroupCommit
+from partner_memory.store import open_store
+from partner_memory.store.sql import group_commit
+from partner_memory.store.sql.durability import behind_the_caller
+from partner_memory.store.sql.group_commit import GroupCommit
 from partner_memory.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).parent.parent

@@ -13,7 +13,7 @@ import pytest
 
 from partner_memory.errors import ConfigurationError, StorageUnavailableError
 from partner_memory.store import open_store
-from partner_memory.store.postgres import PostgresStore, redact
+from partner_memory.store.postgres.store import PostgresStore, redact
 from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.postgres
@@ -102,7 +102,7 @@ def test_a_turn_right_after_a_restart_is_recorded_once(
 
     from partner_memory.memory import PartnerMemory
 
-    caplog.set_level(logging.INFO, logger="partner_memory.store.pg_replay")
+    caplog.set_level(logging.INFO, logger="partner_memory.store.postgres.replay")
     proxy, url = _proxied(pg_url)
     store = open_store(url)
     memory = PartnerMemory(store, "ns")
@@ -155,8 +155,8 @@ def test_a_turn_behind_the_callers_does_not_wait_for_the_wal_flush(pg_url: str) 
     import psycopg
 
     from partner_memory.memory import PartnerMemory
-    from partner_memory.store.durability import behind_the_caller
-    from partner_memory.store.postgres import _APPEND_WINDOW
+    from partner_memory.store.postgres.store import _APPEND_WINDOW
+    from partner_memory.store.sql.durability import behind_the_caller
 
     store = PostgresStore(pg_url, min_connections=1, max_connections=1)
     memory = PartnerMemory(store, "ns")
@@ -245,7 +245,7 @@ def test_queries_are_never_jit_compiled(pg_url: str) -> None:
 def test_the_window_table_does_not_grow_with_history(pg_url: str) -> None:
     """Rolled window rows are reclaimed now and then, even with autovacuum off, so the
     table (and every count of a window) stays the size of the live windows."""
-    from partner_memory.store.postgres import RECLAIM_AFTER
+    from partner_memory.store.postgres.store import RECLAIM_AFTER
     from tests.helpers import messages
 
     store = PostgresStore(pg_url)
@@ -325,7 +325,7 @@ def _round_trips(store: PostgresStore, work: Callable[[], object]) -> int:
 
 def test_a_turn_takes_one_round_trip_and_a_write_two(pg_url: str) -> None:
     from partner_memory.memory import PartnerMemory
-    from partner_memory.store.capabilities import StoredItem
+    from partner_memory.store.contract.capabilities import StoredItem
 
     store = PostgresStore(pg_url, min_connections=1, max_connections=1)
     memory = PartnerMemory(store, "ns")
@@ -344,7 +344,7 @@ def test_a_turn_takes_one_round_trip_and_a_write_two(pg_url: str) -> None:
 def test_work_behind_the_callers_does_not_wait_for_the_wal_flush(pg_url: str) -> None:
     """Its COMMIT goes with `SET LOCAL synchronous_commit TO off`, in the same round
     trip; a write a caller waits for keeps the server's setting."""
-    from partner_memory.store.durability import behind_the_caller
+    from partner_memory.store.sql.durability import behind_the_caller
 
     store = PostgresStore(pg_url, min_connections=1, max_connections=1)
     try:

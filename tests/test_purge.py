@@ -147,8 +147,8 @@ def test_purge_waits_for_an_older_snapshot_then_leaves_no_copy(pg_url: str) -> N
 def test_purge_refuses_naming_a_snapshot_that_outlives_its_wait(pg_url: str) -> None:
     from partner_memory import open_store
     from partner_memory.errors import StorageUnavailableError
-    from partner_memory.store.pg_purge import purge_tables
-    from partner_memory.store.schema import TEXT_TABLES
+    from partner_memory.store.postgres.purge import purge_tables
+    from partner_memory.store.sql.schema import TEXT_TABLES
 
     with psycopg.connect(pg_url) as conn:
         data = Path(str(conn.execute("SHOW data_directory").fetchone()[0]))  # type: ignore[index]

@@ -19,7 +19,7 @@ import pytest
 
 from partner_memory.model import Message
 from partner_memory.store import MemoryStore
-from partner_memory.store.sql_base import SqlBase
+from partner_memory.store.sql.base import SqlBase
 from tests.helpers import messages
 
 #: Tables whose size grows with memory; none may be read whole by a hot query.

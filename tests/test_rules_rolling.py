@@ -29,7 +29,7 @@ from partner_memory.rolling.increment import by_content, resolve_increment
 from partner_memory.rolling.prompts import summary_messages
 from partner_memory.rolling.summarize import EMPTY_PLACEHOLDER, EXCEPTION_PLACEHOLDER
 from partner_memory.store import MemoryStore
-from partner_memory.store.base import WindowAppend
+from partner_memory.store.contract.base import WindowAppend
 from partner_memory.store.sqlite import SQLiteStore
 from tests.conftest import ManualClock
 from tests.helpers import assert_unit_consistent, messages

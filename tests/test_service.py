@@ -17,7 +17,7 @@ from partner_memory import (
 )
 from partner_memory.aio import AsyncMemoryService, AsyncPartnerMemory
 from partner_memory.store import MemoryStore
-from partner_memory.store.dialect import POSTGRESQL, SQLITE
+from partner_memory.store.sql.dialect import POSTGRESQL, SQLITE
 from tests.conftest import ManualClock
 
 HOUR = 3_600_000

@@ -12,8 +12,8 @@ import pytest
 from partner_memory import MemoryCore, Message, PartnerMemory, open_store
 from partner_memory.recall import embed
 from partner_memory.rolling import ChatClient, LLMCompressor, LLMSettings, UsageMeter
-from partner_memory.store.dialect import SQLITE
-from partner_memory.store.schema import PerBackend, migration_steps
+from partner_memory.store.sql.dialect import SQLITE
+from partner_memory.store.sql.schema import PerBackend, migration_steps
 
 
 def test_a_read_only_store_opens_an_existing_namespace(tmp_path: Path) -> None:

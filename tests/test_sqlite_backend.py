@@ -10,7 +10,7 @@ import pytest
 
 from partner_memory.errors import ConfigurationError, StorageUnavailableError
 from partner_memory.store import open_store
-from partner_memory.store.sql import MIGRATIONS, SCHEMA_TABLE
+from partner_memory.store.sql.verbs import MIGRATIONS, SCHEMA_TABLE
 from partner_memory.store.sqlite import SQLiteStore
 from tests.helpers import messages
 
@@ -154,8 +154,8 @@ def test_version_1_database_migrates_without_losing_data(sqlite_path: Path) -> N
 
 def test_version_2_rollings_become_the_ordered_log(sqlite_path: Path) -> None:
     """Step 3 numbers existing rollings per namespace, so consumers can follow them."""
-    from partner_memory.store.dialect import SQLITE
-    from partner_memory.store.schema import migration_steps
+    from partner_memory.store.sql.dialect import SQLITE
+    from partner_memory.store.sql.schema import migration_steps
 
     conn = sqlite3.connect(sqlite_path)
     conn.execute(f"CREATE TABLE {SCHEMA_TABLE} (version INTEGER NOT NULL)")
@@ -243,7 +243,7 @@ def test_a_fifo_as_the_database_is_refused_at_once(tmp_path: Path) -> None:
 
 
 def test_rollings_read_ahead_are_kept_for_a_bounded_number_of_namespaces() -> None:
-    from partner_memory.store.sql_log import LOOKED_AHEAD_KEPT, LookedAhead
+    from partner_memory.store.sql.log import LOOKED_AHEAD_KEPT, LookedAhead
 
     looked = LookedAhead()
     for n in range(LOOKED_AHEAD_KEPT + 3):

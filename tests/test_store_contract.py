@@ -8,7 +8,7 @@ import pytest
 
 from partner_memory.model import MemorySlice
 from partner_memory.store import MemoryStore, open_store, supports
-from partner_memory.store.capabilities import CAPABILITIES
+from partner_memory.store.contract.capabilities import CAPABILITIES
 from partner_memory.testing import StoreContract
 from tests.helpers import messages
 
@@ -36,7 +36,7 @@ def test_data_survives_reopen(store_url: str) -> None:
 
 
 def test_migrations_are_recorded_and_idempotent(store_url: str) -> None:
-    from partner_memory.store.sql import MIGRATIONS, SqlStore
+    from partner_memory.store.sql.verbs import MIGRATIONS, SqlStore
 
     opened = open_store(store_url)
     assert isinstance(opened, SqlStore)
@@ -57,8 +57,8 @@ def test_closed_store_refuses_work(store_url: str) -> None:
 
 
 def test_migration_steps_may_differ_per_backend() -> None:
-    from partner_memory.store.dialect import POSTGRESQL, SQLITE
-    from partner_memory.store.schema import MIGRATIONS, PerBackend, migration_steps
+    from partner_memory.store.sql.dialect import POSTGRESQL, SQLITE
+    from partner_memory.store.sql.schema import MIGRATIONS, PerBackend, migration_steps
 
     statement = PerBackend(sqlite="CREATE VIRTUAL TABLE x USING fts5(a)", postgresql="")
     assert statement.for_dialect(SQLITE).startswith("CREATE VIRTUAL")
@@ -71,9 +71,9 @@ def test_migration_steps_may_differ_per_backend() -> None:
 def test_messages_of_an_older_schema_are_found_by_id_after_migration(store_url: str) -> None:
     """Step 4 gives stored messages their lookup key in SQL; it must equal the key the
     code computes, or stored messages would look new (and be stored twice)."""
-    from partner_memory.store.dialect import POSTGRESQL, SQLITE
-    from partner_memory.store.schema import migration_steps
-    from partner_memory.store.sql import SCHEMA_TABLE
+    from partner_memory.store.sql.dialect import POSTGRESQL, SQLITE
+    from partner_memory.store.sql.schema import migration_steps
+    from partner_memory.store.sql.verbs import SCHEMA_TABLE
 
     postgres = store_url.startswith("postgresql://")
     steps = migration_steps(POSTGRESQL if postgres else SQLITE)[:3]
@@ -125,7 +125,7 @@ def test_the_shipped_suite_reaches_every_verb() -> None:
     from pathlib import Path
 
     import partner_memory.testing as suite
-    from partner_memory.store.base import LogStore, UnitStore, WindowStore
+    from partner_memory.store.contract.base import LogStore, UnitStore, WindowStore
 
     source = "\n".join(p.read_text() for p in Path(suite.__file__).parent.glob("*.py"))
     protocols = [UnitStore, WindowStore, LogStore, *CAPABILITIES.values()]

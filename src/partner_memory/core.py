@@ -28,8 +28,8 @@ from partner_memory.model import (
     new_id,
 )
 from partner_memory.settings import DEFAULT_NAMESPACE
-from partner_memory.store.base import MemoryStore
-from partner_memory.store.capabilities import InspectionStore, require
+from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.capabilities import InspectionStore, require
 
 MAX_PAGE_SIZE = 1000
 #: Far beyond any namespace, and within every backend's 64-bit integers.

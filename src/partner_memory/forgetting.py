@@ -14,8 +14,8 @@ from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import InvalidInputError, NotFoundError
 from partner_memory.model import check_text
 from partner_memory.rolling import MessageCompressor, RollingSettings, SummarizerChain, UsageMeter
-from partner_memory.store.base import MemoryStore
-from partner_memory.store.capabilities import ForgetStore, Located, Resummary, require
+from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.capabilities import ForgetStore, Located, Resummary, require
 
 
 class Forgetting:

@@ -20,7 +20,7 @@ from fnmatch import fnmatchcase
 from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import InvalidInputError, NotFoundError
 from partner_memory.model import Record, check_text
-from partner_memory.store.capabilities import KeyStore, StoredKey, require
+from partner_memory.store.contract.capabilities import KeyStore, StoredKey, require
 
 #: What a key may do, each including the ones before it.
 SCOPES = ("read", "write", "admin")

@@ -43,9 +43,9 @@ from partner_memory.rolling.consumers import DurableConsumer
 from partner_memory.runtime import MemoryRuntime
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore
-from partner_memory.store.base import WindowAppend
-from partner_memory.store.capabilities import TopicStore
-from partner_memory.store.staged import StoredRecord
+from partner_memory.store.contract.base import WindowAppend
+from partner_memory.store.contract.capabilities import TopicStore
+from partner_memory.store.contract.staged import StoredRecord
 from partner_memory.telemetry import names as n
 from partner_memory.telemetry.instruments import capturing_content, instruments, operation
 from partner_memory.trajectory import Trajectory, Turn

@@ -39,7 +39,7 @@ from partner_memory.recall.context import activated_block, recall_block
 from partner_memory.recall.results import RecallResult
 from partner_memory.rolling.dialog_rolling import dialog_history_block
 from partner_memory.rolling.settings import RollingSettings
-from partner_memory.store.base import MemoryStore
+from partner_memory.store.contract.base import MemoryStore
 
 
 def memory_blocks(state: ContextState, now: int, settings: RollingSettings) -> list[ContextBlock]:

@@ -17,9 +17,9 @@ from partner_memory.model import (
     check_limit,
     check_text,
 )
-from partner_memory.store.base import MemoryStore
-from partner_memory.store.capabilities import ForgetStore, InspectionStore, require
-from partner_memory.store.staged import StoredRecord
+from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.capabilities import ForgetStore, InspectionStore, require
+from partner_memory.store.contract.staged import StoredRecord
 
 
 class MemoryQueries:

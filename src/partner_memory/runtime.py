@@ -56,7 +56,7 @@ from partner_memory.rolling.consumers import ConsumerDispatcher, DurableConsumer
 from partner_memory.rolling.dialog_rolling import DialogRolling
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.store import MemoryStore
-from partner_memory.store.capabilities import RecallStore, TopicStore, require
+from partner_memory.store.contract.capabilities import RecallStore, TopicStore, require
 from partner_memory.telemetry import names as n
 from partner_memory.telemetry.instruments import instruments, operation
 from partner_memory.trajectory import Trajectory

@@ -10,7 +10,7 @@ from pathlib import Path
 from partner_memory.errors import ConfigurationError, InvalidInputError
 from partner_memory.model import check_namespace
 from partner_memory.store import MemoryStore, open_store
-from partner_memory.store.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_PG_DEADLINE
+from partner_memory.store.contract.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_PG_DEADLINE
 
 DEFAULT_DATABASE = "./partner-memory.db"
 DEFAULT_NAMESPACE = "default"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 from partner_memory.errors import PartnerMemoryError
 from partner_memory.store import MemoryStore
-from partner_memory.store.capabilities import HealthStore
+from partner_memory.store.contract.capabilities import HealthStore
 from partner_memory.telemetry import names as n
 from partner_memory.telemetry.instruments import Attributes, observe
 

@@ -22,7 +22,7 @@ from partner_memory.model import (
     check_timestamp,
 )
 from partner_memory.requests import TurnInput
-from partner_memory.store.base import MemoryStore, WindowAppend
+from partner_memory.store.contract.base import MemoryStore, WindowAppend
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.engine import RecallEngine
 from partner_memory.recall.searcher import Doc, Search
 from partner_memory.recall.tantivy_index import Scoring, TantivyIndex
-from partner_memory.store.base import MemoryStore
+from partner_memory.store.contract.base import MemoryStore
 
 KS = (5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

@@ -19,7 +19,7 @@ from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message
 from partner_memory.recall.results import RecallResult
 from partner_memory.service import MemoryService
-from partner_memory.store.capabilities import ForgetStore
+from partner_memory.store.contract.capabilities import ForgetStore
 
 Memory = MemoryService | MemoryClient
 

@@ -60,7 +60,7 @@ from partner_memory.errors import InvalidInputError, NotFoundError, PartnerMemor
 from partner_memory.integrations.binding import opened
 from partner_memory.model import Message
 from partner_memory.service import MemoryService
-from partner_memory.store.capabilities import ItemStore, StoredItem, require
+from partner_memory.store.contract.capabilities import ItemStore, StoredItem, require
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.model import Record
 from partner_memory.recall.analyze import default_analysis
 from partner_memory.recall.indexer import RECALL_CONSUMER
-from partner_memory.store.base import MemoryStore
-from partner_memory.store.capabilities import DumpStore, RecallStore, require
+from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.capabilities import DumpStore, RecallStore, require
 
 
 @dataclass(frozen=True, slots=True)

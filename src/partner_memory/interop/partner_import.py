@@ -24,8 +24,8 @@ from partner_memory.model import MemoryUnit, Message, Record, check_namespace
 from partner_memory.recall.analyze import default_analysis
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.rolling.increment import by_content, resolve_increment
-from partner_memory.store.base import MemoryStore, UnitWrite
-from partner_memory.store.capabilities import RecallStore
+from partner_memory.store.contract.base import MemoryStore, UnitWrite
+from partner_memory.store.contract.capabilities import RecallStore
 
 
 @dataclass(slots=True)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from partner_memory.model import Message, Role
-from partner_memory.store.staged import RecallRow
+from partner_memory.store.contract.staged import RecallRow
 
 log = logging.getLogger(__name__)
 

@@ -47,8 +47,8 @@ from partner_memory.recall.results import (
 )
 from partner_memory.recall.searcher import Doc, Hit, Search, Searcher
 from partner_memory.recall.topics import MAX_LEVEL_CHARS, normalize_path
-from partner_memory.store.base import MemoryStore
-from partner_memory.store.capabilities import RecallState, RecallStore, TopicStore, require
+from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.capabilities import RecallState, RecallStore, TopicStore, require
 from partner_memory.telemetry.instruments import instruments
 from partner_memory.telemetry.names import ENGINE_MS, INDEX_MS, PHASE, READ_MS
 

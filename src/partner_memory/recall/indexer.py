@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from partner_memory.model import LogEntry
 from partner_memory.recall.analyze import RecallAnalysis
 from partner_memory.rolling.consumers import FOLLOW_BATCH, FOLLOW_LOOKAHEAD, PreparedWork
-from partner_memory.store.staged import IndexedMessages, Staged
+from partner_memory.store.contract.staged import IndexedMessages, Staged
 
 #: The consumer's name in the `consumers` table; the index's position is kept under it.
 RECALL_CONSUMER = "recall"

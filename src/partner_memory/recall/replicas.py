@@ -34,7 +34,7 @@ from partner_memory.model import load_metadata
 from partner_memory.recall.filters import metadata_tags
 from partner_memory.recall.searcher import Doc
 from partner_memory.recall.tantivy_index import INDEX_FORMAT, IndexState, TantivyIndex
-from partner_memory.store.capabilities import RecallRow, RecallState
+from partner_memory.store.contract.capabilities import RecallRow, RecallState
 
 log = logging.getLogger(__name__)
 

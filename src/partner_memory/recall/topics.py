@@ -21,8 +21,8 @@ from partner_memory.model import TOPIC_SEPARATOR, LogEntry
 from partner_memory.rolling.consumers import PreparedWork
 from partner_memory.rolling.llm import ChatClient
 from partner_memory.rolling.prompts import language
-from partner_memory.store.capabilities import TopicStore
-from partner_memory.store.staged import FiledTopics, Staged
+from partner_memory.store.contract.capabilities import TopicStore
+from partner_memory.store.contract.staged import FiledTopics, Staged
 
 #: The consumer's name in the `consumers` table.
 TOPICS_CONSUMER = "topics"

@@ -21,9 +21,9 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from partner_memory.clock import Clock
 from partner_memory.errors import InvalidInputError, PartnerMemoryError
 from partner_memory.model import LogEntry
-from partner_memory.store.base import MemoryStore
-from partner_memory.store.durability import behind_the_caller
-from partner_memory.store.staged import Staged
+from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.staged import Staged
+from partner_memory.store.sql.durability import behind_the_caller
 from partner_memory.telemetry import names as n
 from partner_memory.telemetry.instruments import instruments, span
 

@@ -54,8 +54,8 @@ from partner_memory.rolling.moment import Moment
 from partner_memory.rolling.replay_group import ReplayGroup
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.rolling.summarize import SummarizerChain
-from partner_memory.store.base import CommittedRolling, RollingCommit, WindowAppend
-from partner_memory.store.durability import behind_the_caller
+from partner_memory.store.contract.base import CommittedRolling, RollingCommit, WindowAppend
+from partner_memory.store.sql.durability import behind_the_caller
 from partner_memory.telemetry import names as n
 from partner_memory.telemetry.instruments import instruments, span
 from partner_memory.trajectory import dropped_ids, idle_due, quiet_gap

@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 from partner_memory.errors import PartnerMemoryError
 from partner_memory.model import TrajectoryState
-from partner_memory.store.base import MemoryStore
-from partner_memory.store.durability import behind_the_caller
+from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.sql.durability import behind_the_caller
 from partner_memory.telemetry.instruments import instruments, span
 from partner_memory.telemetry.names import HOLDER, LEASE_TAKEOVER_SPAN, MEMORY_NAMESPACE
 

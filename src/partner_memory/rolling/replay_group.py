@@ -28,7 +28,12 @@ from partner_memory.rolling.after_rolling import RollingResult
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.rolling.moment import Moment
 from partner_memory.rolling.settings import RollingSettings
-from partner_memory.store.base import CommittedRolling, MemoryStore, ReplayStep, RollingCommit
+from partner_memory.store.contract.base import (
+    CommittedRolling,
+    MemoryStore,
+    ReplayStep,
+    RollingCommit,
+)
 from partner_memory.trajectory import idle_due, structured_ids
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from partner_memory.errors import ConfigurationError
-from partner_memory.store.base import (
+from partner_memory.store.contract.base import (
     CommittedRolling,
     LogStore,
     MemoryStore,
@@ -15,7 +15,8 @@ from partner_memory.store.base import (
     UnitWrite,
     WindowStore,
 )
-from partner_memory.store.capabilities import (
+from partner_memory.store.contract.capabilities import (
+    Capability,
     DumpStore,
     ForgetStore,
     HealthStore,
@@ -26,9 +27,8 @@ from partner_memory.store.capabilities import (
     require,
     supports,
 )
-from partner_memory.store.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_PG_DEADLINE
-from partner_memory.store.dialect import Capability, Dialect
-from partner_memory.store.staged import (
+from partner_memory.store.contract.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_PG_DEADLINE
+from partner_memory.store.contract.staged import (
     FiledTopics,
     IndexedMessages,
     Record,
@@ -36,6 +36,8 @@ from partner_memory.store.staged import (
     StoredRecord,
     Unrecord,
 )
+from partner_memory.store.registry import StoreOptions, opener
+from partner_memory.store.sql.dialect import Dialect
 
 __all__ = [
     "Capability",
@@ -55,6 +57,7 @@ __all__ = [
     "ReplayStep",
     "RollingCommit",
     "Staged",
+    "StoreOptions",
     "StoredRecord",
     "TopicStore",
     "UnitStore",
@@ -66,7 +69,6 @@ __all__ = [
     "supports",
 ]
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: `memory://` (a fresh memory) or `memory://name` (one per name in the process).
 MEMORY_SCHEME = "memory://"
 
@@ -79,8 +81,10 @@ def open_store(
     read_only: bool = False,
     pg_deadline: float = DEFAULT_PG_DEADLINE,
 ) -> MemoryStore:
-    """Open the store a setting names: a `postgresql://` URL, `memory://` (the in-process
-    reference backend, for tests: nothing survives the process), else a SQLite file path.
+    """Open the store a setting names: `scheme://...` by its scheme (`postgresql://`,
+    `memory://` - the in-process reference backend, for tests: nothing survives the
+    process - or a backend another package declares, `store.registry`), else a SQLite
+    file path.
 
     With `create=False` a missing SQLite file is an error instead of a new,
     empty database, so read-only commands never leave files behind.
@@ -96,22 +100,6 @@ def open_store(
     text = str(database).strip()
     if not text:
         raise ConfigurationError("the database setting (--db / PARTNER_MEMORY_DB) is empty")
-    if text.startswith(MEMORY_SCHEME):
-        from partner_memory.store.memory_store import InMemoryStore
-
-        return InMemoryStore(text.removeprefix(MEMORY_SCHEME), read_only=read_only)
-    if text.startswith(_POSTGRES_SCHEMES):
-        from partner_memory.store.postgres import PostgresStore
-
-        return PostgresStore(text, read_only=read_only, transaction_deadline=pg_deadline)
-    if text.startswith("sqlite:///"):
-        text = text.removeprefix("sqlite:///")
-    elif "://" in text:
-        scheme = text.split("://", 1)[0]
-        raise ConfigurationError(
-            f"unsupported database URL scheme {scheme!r} in --db / PARTNER_MEMORY_DB;"
-            " use a SQLite file path, a postgresql:// URL or memory://"
-        )
-    from partner_memory.store.sqlite import SQLiteStore
-
-    return SQLiteStore(text, create=create, busy_timeout=busy_timeout, read_only=read_only)
+    scheme = text.split("://", 1)[0] if "://" in text else "sqlite"
+    options = StoreOptions(create, read_only, busy_timeout, pg_deadline)
+    return opener(scheme)(text, options)

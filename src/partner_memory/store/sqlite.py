@@ -28,11 +28,11 @@ from partner_memory.errors import (
     PartnerMemoryError,
     StorageUnavailableError,
 )
-from partner_memory.store.dialect import SQLITE
-from partner_memory.store.group_commit import CommitCounts, GroupCommit
-from partner_memory.store.schema import SCHEMA_TABLE
-from partner_memory.store.sql import SqlStore
-from partner_memory.store.sql_base import Cursor, message_key
+from partner_memory.store.sql.base import Cursor, message_key
+from partner_memory.store.sql.dialect import SQLITE
+from partner_memory.store.sql.group_commit import CommitCounts, GroupCommit
+from partner_memory.store.sql.schema import SCHEMA_TABLE
+from partner_memory.store.sql.verbs import SqlStore
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 #: Connections one store opens at most: enough for the readers of a busy

@@ -9,8 +9,8 @@ import pytest
 
 from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from partner_memory.model import LogEntry, MemorySlice, Message
-from partner_memory.store.base import MemoryStore, UnitWrite
-from partner_memory.store.capabilities import (
+from partner_memory.store.contract.base import MemoryStore, UnitWrite
+from partner_memory.store.contract.capabilities import (
     DumpStore,
     ForgetStore,
     HealthStore,
@@ -24,7 +24,7 @@ from partner_memory.store.capabilities import (
     TopicStore,
     supports,
 )
-from partner_memory.store.staged import FiledTopics, IndexedMessages, Record, Staged
+from partner_memory.store.contract.staged import FiledTopics, IndexedMessages, Record, Staged
 from partner_memory.testing.helpers import held, messages, rolling
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from partner_memory.model import Message, Role, RollingCost, new_id
-from partner_memory.store.base import RollingCommit
+from partner_memory.store.contract.base import RollingCommit
 
 T = TypeVar("T")
 

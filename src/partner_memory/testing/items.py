@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from partner_memory.errors import InvalidInputError
-from partner_memory.store.base import MemoryStore
-from partner_memory.store.capabilities import ForgetStore, ItemStore, StoredItem, supports
+from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.capabilities import ForgetStore, ItemStore, StoredItem, supports
 from partner_memory.testing.capabilities import _rolled
 from partner_memory.testing.helpers import messages
 

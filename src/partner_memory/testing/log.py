@@ -8,8 +8,8 @@ import pytest
 
 from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from partner_memory.model import LogEntry, Message
-from partner_memory.store.base import CommittedRolling, MemoryStore, ReplayStep
-from partner_memory.store.staged import Record, Staged, Unrecord
+from partner_memory.store.contract.base import CommittedRolling, MemoryStore, ReplayStep
+from partner_memory.store.contract.staged import Record, Staged, Unrecord
 from partner_memory.testing.helpers import held, messages, rolling
 
 

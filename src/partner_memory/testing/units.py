@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from partner_memory.errors import ConflictError, NotFoundError, StorageUnavailableError
 from partner_memory.model import MemorySlice, Message, NamespaceInfo
-from partner_memory.store.base import MemoryStore, UnitWrite
-from partner_memory.store.capabilities import InspectionStore
+from partner_memory.store.contract.base import MemoryStore, UnitWrite
+from partner_memory.store.contract.capabilities import InspectionStore
 from partner_memory.testing.helpers import held, messages
 
 #: Names whose characters mean something to a glob, to LIKE or to a regex.

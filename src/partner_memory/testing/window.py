@@ -8,7 +8,7 @@ import pytest
 
 from partner_memory.errors import InvalidInputError, NotFoundError
 from partner_memory.model import Message, WindowActivity
-from partner_memory.store.base import MemoryStore
+from partner_memory.store.contract.base import MemoryStore
 from partner_memory.testing.helpers import messages
 
 

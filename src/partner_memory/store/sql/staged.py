@@ -12,9 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from partner_memory.model import LogEntry
-from partner_memory.store.sql_base import Cursor, SqlBase
-from partner_memory.store.sql_window import units_among
-from partner_memory.store.staged import (
+from partner_memory.store.contract.staged import (
     FiledTopics,
     IndexedMessages,
     Record,
@@ -24,6 +22,8 @@ from partner_memory.store.staged import (
     check_rows,
     keeps_vectors,
 )
+from partner_memory.store.sql.base import Cursor, SqlBase
+from partner_memory.store.sql.window import units_among
 
 #: Columns of a recall row as inserted...
 RECALL_COLUMNS = "unit_pk, position, namespace_id, seq, speaker, timestamp, terms, vector"

@@ -18,10 +18,10 @@ from partner_memory.errors import (
     StorageUnavailableError,
 )
 from partner_memory.model import Message, TrajectoryState, WindowActivity
-from partner_memory.store.base import WindowAppend
-from partner_memory.store.refusals import refuse_repeated_ids
-from partner_memory.store.rows import message_params, stored_message
-from partner_memory.store.sql_base import MESSAGE_COLUMNS, ROWS_PER_INSERT, Cursor, SqlBase
+from partner_memory.store.contract.base import WindowAppend
+from partner_memory.store.contract.refusals import refuse_repeated_ids
+from partner_memory.store.contract.rows import message_params, stored_message
+from partner_memory.store.sql.base import MESSAGE_COLUMNS, ROWS_PER_INSERT, Cursor, SqlBase
 
 #: Ids per `IN (...)` list.
 T = TypeVar("T")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from partner_memory.store.dialect import WINDOW_LOCK_KEY, Dialect
+from partner_memory.store.sql.dialect import WINDOW_LOCK_KEY, Dialect
 
 SCHEMA_TABLE = "partner_memory_schema"
 

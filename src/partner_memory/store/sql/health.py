@@ -7,8 +7,8 @@ hold. A consumer's lag counts the namespaces it never followed in full.
 
 from __future__ import annotations
 
-from partner_memory.store.capabilities import StoreHealth
-from partner_memory.store.sql_base import SqlBase
+from partner_memory.store.contract.capabilities import StoreHealth
+from partner_memory.store.sql.base import SqlBase
 
 
 class HealthSql(SqlBase):

@@ -1,12 +1,12 @@
-"""The in-memory store's items, with the SQL backends' semantics (`sql_items`)."""
+"""The in-memory store's items, with the SQL backends' semantics (`store.sql.items`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
 from partner_memory.model import check_limit, check_page
-from partner_memory.store.capabilities import StoredItem
-from partner_memory.store.memory_state import MemoryBase, SharedMemory, bigint
+from partner_memory.store.contract.capabilities import StoredItem
+from partner_memory.store.memory.state import MemoryBase, SharedMemory, bigint
 
 
 class ItemsMixin(MemoryBase):

@@ -8,8 +8,8 @@ LIKE (whose case rules and wildcards differ per database).
 from __future__ import annotations
 
 from partner_memory.model import TOPIC_SEPARATOR
-from partner_memory.store.capabilities import TopicSlice
-from partner_memory.store.sql_base import SqlBase
+from partner_memory.store.contract.capabilities import TopicSlice
+from partner_memory.store.sql.base import SqlBase
 
 
 class TopicSql(SqlBase):

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from partner_memory.model import MemorySlice, UnitInfo, UnitUpdate
-from partner_memory.store.base import CommittedRolling, RollingCommit
-from partner_memory.store.refusals import already_stored, refuse_repeated_ids
-from partner_memory.store.sql_base import (
+from partner_memory.store.contract.base import CommittedRolling, RollingCommit
+from partner_memory.store.contract.refusals import already_stored, refuse_repeated_ids
+from partner_memory.store.sql.base import (
     MESSAGE_ROW_COLUMNS,
     SLICE_ROW_COLUMNS,
     Cursor,
@@ -28,7 +28,7 @@ from partner_memory.store.sql_base import (
     slice_row,
     values_clause,
 )
-from partner_memory.store.sql_window import chunks, mark_idle, remove_window, units_among
+from partner_memory.store.sql.window import chunks, mark_idle, remove_window, units_among
 
 LOG_COLUMNS = (
     "namespace_id, seq, unit_id, slice_id, started_at, idle, messages, summarizer, llm_calls,"

@@ -7,8 +7,10 @@ from dataclasses import replace
 
 from partner_memory.errors import ConflictError
 from partner_memory.model import LogEntry, MemorySlice, UnitInfo
-from partner_memory.store.base import CommittedRolling, ReplayStep, RollingCommit
-from partner_memory.store.memory_state import (
+from partner_memory.store.contract.base import CommittedRolling, ReplayStep, RollingCommit
+from partner_memory.store.contract.refusals import lease_lost
+from partner_memory.store.contract.staged import Staged, StoredRecord, checked
+from partner_memory.store.memory.state import (
     ConsumerRow,
     MemoryBase,
     NamespaceState,
@@ -18,9 +20,7 @@ from partner_memory.store.memory_state import (
     mark_idle,
     release,
 )
-from partner_memory.store.memory_writes import apply_staged
-from partner_memory.store.refusals import lease_lost
-from partner_memory.store.staged import Staged, StoredRecord, checked
+from partner_memory.store.memory.writes import apply_staged
 
 
 class LogMixin(MemoryBase):

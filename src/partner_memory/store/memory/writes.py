@@ -6,9 +6,8 @@ import json
 from collections.abc import Sequence
 
 from partner_memory.model import LogEntry
-from partner_memory.store.capabilities import RecallRow, TopicSlice
-from partner_memory.store.memory_state import NamespaceState
-from partner_memory.store.staged import (
+from partner_memory.store.contract.capabilities import RecallRow, TopicSlice
+from partner_memory.store.contract.staged import (
     FiledTopics,
     IndexedMessages,
     Record,
@@ -18,6 +17,7 @@ from partner_memory.store.staged import (
     check_rows,
     keeps_vectors,
 )
+from partner_memory.store.memory.state import NamespaceState
 
 
 def apply_staged(

@@ -11,10 +11,10 @@ from typing import Any
 
 from partner_memory.errors import NotFoundError
 from partner_memory.model import check_page
-from partner_memory.store.capabilities import RecallAnalyzer, RecallRow, RecallState
-from partner_memory.store.rows import stored_message
-from partner_memory.store.sql_base import MESSAGE_COLUMNS, SqlBase
-from partner_memory.store.sql_staged import RECALL_COLUMNS, RECALL_CONFLICT
+from partner_memory.store.contract.capabilities import RecallAnalyzer, RecallRow, RecallState
+from partner_memory.store.contract.rows import stored_message
+from partner_memory.store.sql.base import MESSAGE_COLUMNS, SqlBase
+from partner_memory.store.sql.staged import RECALL_COLUMNS, RECALL_CONFLICT
 
 #: LIMIT for all rows (SQLite and PostgreSQL both take a bigint; neither a NULL).
 ALL_ROWS = 2**62

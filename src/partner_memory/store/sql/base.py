@@ -22,9 +22,10 @@ from partner_memory.model import (
     UnitInfo,
     UnitUpdate,
 )
-from partner_memory.store.dialect import Capability, Dialect
-from partner_memory.store.refusals import already_stored, refuse_repeated_ids
-from partner_memory.store.rows import message_params
+from partner_memory.store.contract.capabilities import Capability
+from partner_memory.store.contract.refusals import already_stored, refuse_repeated_ids
+from partner_memory.store.contract.rows import message_params
+from partner_memory.store.sql.dialect import Dialect
 
 MESSAGE_COLUMNS = "message_id, role, content, timestamp, metadata"
 SLICE_COLUMNS = "slice_id, start_index, end_index, summary, timestamp, summarizer"

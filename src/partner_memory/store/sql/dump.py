@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from partner_memory.errors import ConflictError, NotFoundError
-from partner_memory.store.capabilities import NamespaceDump
-from partner_memory.store.rows import first_generation
-from partner_memory.store.sql_base import (
+from partner_memory.store.contract.capabilities import NamespaceDump
+from partner_memory.store.contract.rows import first_generation
+from partner_memory.store.sql.base import (
     Cursor,
     SqlBase,
     message_key,

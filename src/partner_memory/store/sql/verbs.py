@@ -1,8 +1,8 @@
 """The store verbs written once in SQL that SQLite and PostgreSQL both accept.
 
 The queries live here (units, slices, namespaces, migrations) and in
-`sql_pipeline` (trajectory, rolling records), so the two backends cannot
-drift apart; `sql_base` holds the hooks a backend provides.
+`window` and `log` (trajectory, rolling records), so the two backends cannot
+drift apart; `base` holds the hooks a backend provides.
 """
 
 from __future__ import annotations
@@ -19,27 +19,27 @@ from partner_memory.model import (
     UnitInfo,
     UnitUpdate,
 )
-from partner_memory.store.base import UnitWrite
-from partner_memory.store.glob import glob_regex
-from partner_memory.store.refusals import unit_changed
-from partner_memory.store.rows import (
+from partner_memory.store.contract.base import UnitWrite
+from partner_memory.store.contract.refusals import unit_changed
+from partner_memory.store.contract.rows import (
     first_generation,
     slice_from_row,
     stored_message,
     unit_from_row,
 )
-from partner_memory.store.schema import MIGRATIONS, SCHEMA_TABLE, migration_steps
-from partner_memory.store.sql_base import MESSAGE_COLUMNS, SLICE_COLUMNS, Cursor
-from partner_memory.store.sql_context import ContextSql
-from partner_memory.store.sql_dump import DumpSql
-from partner_memory.store.sql_forget import ForgetSql
-from partner_memory.store.sql_health import HealthSql
-from partner_memory.store.sql_items import ItemSql
-from partner_memory.store.sql_keys import KeySql
-from partner_memory.store.sql_log import LogSql
-from partner_memory.store.sql_recall import RecallSql
-from partner_memory.store.sql_topics import TopicSql
-from partner_memory.store.sql_window import WindowSql, insert_trajectory
+from partner_memory.store.sql.base import MESSAGE_COLUMNS, SLICE_COLUMNS, Cursor
+from partner_memory.store.sql.context import ContextSql
+from partner_memory.store.sql.dump import DumpSql
+from partner_memory.store.sql.forget import ForgetSql
+from partner_memory.store.sql.glob import glob_regex
+from partner_memory.store.sql.health import HealthSql
+from partner_memory.store.sql.items import ItemSql
+from partner_memory.store.sql.keys import KeySql
+from partner_memory.store.sql.log import LogSql
+from partner_memory.store.sql.recall import RecallSql
+from partner_memory.store.sql.schema import MIGRATIONS, SCHEMA_TABLE, migration_steps
+from partner_memory.store.sql.topics import TopicSql
+from partner_memory.store.sql.window import WindowSql, insert_trajectory
 
 __all__ = ["MIGRATIONS", "SCHEMA_TABLE", "SqlStore"]
 

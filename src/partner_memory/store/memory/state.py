@@ -28,11 +28,16 @@ from partner_memory.model import (
     UnitInfo,
     UnitUpdate,
 )
-from partner_memory.store.capabilities import RecallRow, StoredItem, StoredKey, TopicSlice
-from partner_memory.store.dialect import Capability
-from partner_memory.store.refusals import already_stored, refuse_repeated_ids
-from partner_memory.store.rows import first_generation, message_params
-from partner_memory.store.staged import StoredRecord
+from partner_memory.store.contract.capabilities import (
+    Capability,
+    RecallRow,
+    StoredItem,
+    StoredKey,
+    TopicSlice,
+)
+from partner_memory.store.contract.refusals import already_stored, refuse_repeated_ids
+from partner_memory.store.contract.rows import first_generation, message_params
+from partner_memory.store.contract.staged import StoredRecord
 
 
 @dataclass

@@ -12,10 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from partner_memory.errors import ConfigurationError
 from partner_memory.model import Message, NamespaceOverview, RollingRecord, RollingTotals
+
+
+class Capability(StrEnum):
+    """How a backend may be deployed, as it declares; a test marked with one it lacks is
+    skipped. (Optional verbs are not declared: see `store.capabilities`.)"""
+
+    #: Several hosts may open the store at once (not just processes of one machine).
+    SHARED_ACROSS_HOSTS = "shared_across_hosts"
 
 
 class RecallRow(NamedTuple):

@@ -26,17 +26,18 @@ from partner_memory.errors import (
     PartnerMemoryError,
     StorageUnavailableError,
 )
-from partner_memory.store.defaults import DEFAULT_PG_DEADLINE
-from partner_memory.store.dialect import POSTGRESQL, Capability
-from partner_memory.store.durability import awaited
-from partner_memory.store.group_commit import CommitCounts
-from partner_memory.store.pg_purge import purge_tables
-from partner_memory.store.pg_replay import ReplayingCursor, autocommitted, replaying
-from partner_memory.store.rows import message_params
-from partner_memory.store.schema import TEXT_TABLES
-from partner_memory.store.sql import SqlStore
-from partner_memory.store.sql_base import Answer, Cursor
-from partner_memory.store.sql_window import WindowWrite
+from partner_memory.store.contract.capabilities import Capability
+from partner_memory.store.contract.defaults import DEFAULT_PG_DEADLINE
+from partner_memory.store.contract.rows import message_params
+from partner_memory.store.postgres.purge import purge_tables
+from partner_memory.store.postgres.replay import ReplayingCursor, autocommitted, replaying
+from partner_memory.store.sql.base import Answer, Cursor
+from partner_memory.store.sql.dialect import POSTGRESQL
+from partner_memory.store.sql.durability import awaited
+from partner_memory.store.sql.group_commit import CommitCounts
+from partner_memory.store.sql.schema import TEXT_TABLES
+from partner_memory.store.sql.verbs import SqlStore
+from partner_memory.store.sql.window import WindowWrite
 
 try:
     import psycopg
@@ -179,7 +180,7 @@ class PostgresStore(SqlStore):
         """Rewrite each table that holds text (`VACUUM FULL`), consumers' records too: a
         delete leaves the old row versions in the table files until then. Each table is
         locked while it is rewritten. It waits for transactions older than it, and
-        refuses when one still sees a deleted version (`pg_purge`)."""
+        refuses when one still sees a deleted version (`postgres.purge`)."""
         self._refuse_if_read_only()
         tables = list(TEXT_TABLES)
         with self._translated(), self._pool.connection() as conn:

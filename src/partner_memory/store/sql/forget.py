@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from partner_memory.errors import NotFoundError
-from partner_memory.store.capabilities import Located, Resummary
-from partner_memory.store.refusals import none_found
-from partner_memory.store.sql_base import Cursor, SqlBase
-from partner_memory.store.sql_context import drop_activation
-from partner_memory.store.sql_items import forget_items
-from partner_memory.store.sql_window import chunks, in_list, remove_window
+from partner_memory.store.contract.capabilities import Located, Resummary
+from partner_memory.store.contract.refusals import none_found
+from partner_memory.store.sql.base import Cursor, SqlBase
+from partner_memory.store.sql.context import drop_activation
+from partner_memory.store.sql.items import forget_items
+from partner_memory.store.sql.window import chunks, in_list, remove_window
 
 #: What a forgotten message's metadata says instead of what it said.
 FORGOTTEN_METADATA = '{"forgotten": true}'

@@ -31,15 +31,16 @@ from partner_memory.model import (
     WindowActivity,
     newest,
 )
-from partner_memory.store.base import (
+from partner_memory.store.contract.base import (
     UnitWrite,
     WindowAppend,
 )
-from partner_memory.store.derived import DerivedVerbs
-from partner_memory.store.memory_extras import ExtrasMixin
-from partner_memory.store.memory_items import ItemsMixin
-from partner_memory.store.memory_log import LogMixin
-from partner_memory.store.memory_state import (
+from partner_memory.store.contract.derived import DerivedVerbs
+from partner_memory.store.contract.refusals import refuse_repeated_ids, unit_changed
+from partner_memory.store.memory.extras import ExtrasMixin
+from partner_memory.store.memory.items import ItemsMixin
+from partner_memory.store.memory.log import LogMixin
+from partner_memory.store.memory.state import (
     NamespaceState,
     SharedMemory,
     UnitState,
@@ -49,7 +50,6 @@ from partner_memory.store.memory_state import (
     now_ms,
     release,
 )
-from partner_memory.store.refusals import refuse_repeated_ids, unit_changed
 
 
 class InMemoryStore(ExtrasMixin, ItemsMixin, LogMixin, DerivedVerbs):

@@ -7,8 +7,8 @@ from collections.abc import Collection
 from typing import Any
 
 from partner_memory.model import Activation, ContextState
-from partner_memory.store.sql_base import Cursor, SqlBase
-from partner_memory.store.sql_log import recent_slices_of
+from partner_memory.store.sql.base import Cursor, SqlBase
+from partner_memory.store.sql.log import recent_slices_of
 
 _ACTIVATION = "at, full_text, compact_text, abstract_text, message_ids, slice_keys"
 

@@ -31,7 +31,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 
 from partner_memory.errors import StorageUnavailableError
-from partner_memory.store.durability import awaited
+from partner_memory.store.sql.durability import awaited
 from partner_memory.telemetry.instruments import instruments
 from partner_memory.telemetry.names import DB_SYSTEM
 

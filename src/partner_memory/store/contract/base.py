@@ -35,8 +35,8 @@ from partner_memory.model import (
     UnitUpdate,
     WindowActivity,
 )
-from partner_memory.store.dialect import Capability
-from partner_memory.store.staged import Staged, StoredRecord
+from partner_memory.store.contract.capabilities import Capability
+from partner_memory.store.contract.staged import Staged, StoredRecord
 
 
 @dataclass(frozen=True, slots=True)

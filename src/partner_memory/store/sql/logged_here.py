@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from partner_memory.model import LogEntry, Message, UnitUpdate
-from partner_memory.store.base import RollingCommit
+from partner_memory.store.contract.base import RollingCommit
 
 #: Characters of messages kept in all (~8 MB of text): a few conversations' rollings.
 KEPT_CHARS = 1 << 23

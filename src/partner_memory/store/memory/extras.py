@@ -21,7 +21,7 @@ from partner_memory.model import (
     check_page,
     newest,
 )
-from partner_memory.store.capabilities import (
+from partner_memory.store.contract.capabilities import (
     Located,
     NamespaceDump,
     RecallAnalyzer,
@@ -33,8 +33,11 @@ from partner_memory.store.capabilities import (
     StoreHealth,
     TopicSlice,
 )
-from partner_memory.store.memory_items import forget_items
-from partner_memory.store.memory_state import (
+from partner_memory.store.contract.refusals import none_found
+from partner_memory.store.contract.rows import message_from_row, message_params, slice_from_row
+from partner_memory.store.contract.staged import StoredRecord
+from partner_memory.store.memory.items import forget_items
+from partner_memory.store.memory.state import (
     ConsumerRow,
     MemoryBase,
     NamespaceState,
@@ -45,9 +48,6 @@ from partner_memory.store.memory_state import (
     bigint,
     now_ms,
 )
-from partner_memory.store.refusals import none_found
-from partner_memory.store.rows import message_from_row, message_params, slice_from_row
-from partner_memory.store.staged import StoredRecord
 
 #: What a forgotten message's metadata says instead of what it said.
 FORGOTTEN = {"forgotten": True}

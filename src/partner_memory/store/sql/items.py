@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from partner_memory.model import check_limit, check_page
-from partner_memory.store.capabilities import StoredItem
-from partner_memory.store.sql_base import Cursor, SqlBase
-from partner_memory.store.sql_recall import ALL_ROWS
-from partner_memory.store.sql_window import chunks, in_list
+from partner_memory.store.contract.capabilities import StoredItem
+from partner_memory.store.sql.base import Cursor, SqlBase
+from partner_memory.store.sql.recall import ALL_ROWS
+from partner_memory.store.sql.window import chunks, in_list
 
 _COLUMNS = "namespace, item_key, value, created_at, updated_at, expires_at, ttl, message_id"
 _LIVE = " AND (expires_at IS NULL OR expires_at > ?)"

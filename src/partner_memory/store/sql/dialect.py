@@ -11,15 +11,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from enum import StrEnum
-
-
-class Capability(StrEnum):
-    """How a backend may be deployed, as it declares; a test marked with one it lacks is
-    skipped. (Optional verbs are not declared: see `store.capabilities`.)"""
-
-    #: Several hosts may open the store at once (not just processes of one machine).
-    SHARED_ACROSS_HOSTS = "shared_across_hosts"
 
 
 @functools.lru_cache(maxsize=1024)

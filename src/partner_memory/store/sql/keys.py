@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from partner_memory.store.capabilities import StoredKey
-from partner_memory.store.sql_base import SqlBase
+from partner_memory.store.contract.capabilities import StoredKey
+from partner_memory.store.sql.base import SqlBase
 
 _COLUMNS = "key_id, secret_hash, namespaces, scope, created_at, revoked_at"
 

@@ -27,29 +27,29 @@ from partner_memory.model import (
     UnitInfo,
     UnitUpdate,
 )
-from partner_memory.store.base import (
+from partner_memory.store.contract.base import (
     CommittedRolling,
     ReplayStep,
     RollingCommit,
 )
-from partner_memory.store.logged_here import LoggedHere, logged_entry
-from partner_memory.store.refusals import lease_lost
-from partner_memory.store.rows import slice_from_row, stored_message
-from partner_memory.store.sql_base import (
+from partner_memory.store.contract.refusals import lease_lost
+from partner_memory.store.contract.rows import slice_from_row, stored_message
+from partner_memory.store.contract.staged import Staged, StoredRecord, checked
+from partner_memory.store.sql.base import (
     MESSAGE_COLUMNS,
     SLICE_COLUMNS,
     Cursor,
     SqlBase,
 )
-from partner_memory.store.sql_replay import LOG_COLUMNS, log_row, write_rollings
-from partner_memory.store.sql_staged import RECORD_COLUMNS, record_from_row, write_staged
-from partner_memory.store.sql_window import (
+from partner_memory.store.sql.logged_here import LoggedHere, logged_entry
+from partner_memory.store.sql.replay import LOG_COLUMNS, log_row, write_rollings
+from partner_memory.store.sql.staged import RECORD_COLUMNS, record_from_row, write_staged
+from partner_memory.store.sql.window import (
     insert_trajectory,
     mark_idle,
     release_lease,
     remove_window,
 )
-from partner_memory.store.staged import Staged, StoredRecord, checked
 
 K = TypeVar("K")
 

@@ -1,0 +1,1 @@
+"""`memory://`: the reference backend in plain Python, for tests and as the spec."""

@@ -35,10 +35,13 @@ from partner_memory.testing.capabilities import (
 )
 from partner_memory.testing.items import ItemsContract
 from partner_memory.testing.log import LogContract
+from partner_memory.testing.refusals import RefusalContract
+from partner_memory.testing.report import BackendReport, report
 from partner_memory.testing.units import UnitContract
 from partner_memory.testing.window import WindowContract
 
 __all__ = [
+    "BackendReport",
     "CapabilityContracts",
     "CoreContract",
     "DumpContract",
@@ -49,10 +52,12 @@ __all__ = [
     "KeysContract",
     "LogContract",
     "RecallContract",
+    "RefusalContract",
     "StoreContract",
     "TopicsContract",
     "UnitContract",
     "WindowContract",
+    "report",
 ]
 
 
@@ -73,5 +78,5 @@ class CapabilityContracts(
     """The optional capabilities, each skipped where the backend lacks it."""
 
 
-class StoreContract(CoreContract, CapabilityContracts):
+class StoreContract(CoreContract, CapabilityContracts, RefusalContract):
     """Everything: what `open_store` backends pass."""

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from partner_memory.errors import InvalidInputError
 from partner_memory.model import LogEntry, check_text
+from partner_memory.store.contract.capabilities import RecallStore, TopicStore
 
 #: Longest record key, in characters.
 MAX_RECORD_KEY_CHARS = 512
@@ -107,8 +108,10 @@ class StoredRecord(NamedTuple):
     message: str | None
 
 
-def checked(writes: object, consumer: str) -> Sequence[Staged]:
-    """What `apply` returned, refused with a clear error unless it is staged writes."""
+def checked(writes: object, consumer: str, store: object) -> Sequence[Staged]:
+    """What `apply` returned, refused with a clear error unless it is staged writes that
+    `store` keeps: the capability rows (`IndexedMessages`, `FiledTopics`) only where the
+    store offers their capability, never dropped in silence."""
     if writes is None:
         return ()
     if not isinstance(writes, Sequence) or isinstance(writes, str | bytes):
@@ -121,6 +124,12 @@ def checked(writes: object, consumer: str) -> Sequence[Staged]:
             raise InvalidInputError(
                 f"consumer {consumer!r}: apply returned {type(write).__name__}; return"
                 " Record, Unrecord, IndexedMessages or FiledTopics"
+            )
+        kept = _CAPABILITY_ROWS.get(type(write))
+        if kept is not None and not isinstance(store, kept):
+            raise InvalidInputError(
+                f"consumer {consumer!r}: {type(store).__name__} does not offer"
+                f" {kept.__name__}, so it keeps no {type(write).__name__}"
             )
     return writes
 
@@ -148,3 +157,7 @@ def check_rows(write: IndexedMessages, entry: LogEntry) -> None:
         raise InvalidInputError(
             f"IndexedMessages holds {len(write.rows)} rows for {len(entry.messages)} messages"
         )
+
+
+#: The capability each capability row belongs to.
+_CAPABILITY_ROWS: dict[type, type] = {IndexedMessages: RecallStore, FiledTopics: TopicStore}

@@ -144,7 +144,7 @@ class LogMixin(MemoryBase):
                 state.consumers[consumer] = row
                 return None
             for entry in entries:
-                apply_staged(state, consumer, entry, checked(apply(entry), consumer))
+                apply_staged(state, consumer, entry, checked(apply(entry), consumer, self))
             state.consumers[consumer] = replace(row, position=entries[-1].seq, durable=True)
             return entries[-1]
 

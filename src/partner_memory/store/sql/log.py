@@ -335,7 +335,7 @@ class LogSql(SqlBase):
                 entries = self._read_log(cur, namespace, namespace_id, position, max(1, batch))
             if not entries:
                 return None
-            staged = [(entry, checked(apply(entry), consumer)) for entry in entries]
+            staged = [(entry, checked(apply(entry), consumer, self)) for entry in entries]
             write_staged(self, cur, consumer=consumer, namespace_id=namespace_id, staged=staged)
             self._run(
                 cur,

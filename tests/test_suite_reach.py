@@ -64,17 +64,23 @@ class TestRecorded(StoreContract):
 '''
 
 
-def test_the_shipped_suite_calls_every_verb(tmp_path: Path) -> None:
-    (tmp_path / "test_recorded.py").write_text(MODULE)
+def _suite(folder: Path, name: str, source: str) -> subprocess.CompletedProcess[str]:
+    """The module run by pytest in its own process, as its author would run it."""
+    (folder / name).write_text(source)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_recorded.py"],
-        cwd=tmp_path,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", name],
+        cwd=folder,
         capture_output=True,
         text=True,
         timeout=900,
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:]
+    return done
+
+
+def test_the_shipped_suite_calls_every_verb(tmp_path: Path) -> None:
+    _suite(tmp_path, "test_recorded.py", MODULE)
     called = set(json.loads((tmp_path / "called.json").read_text()))
     protocols = [*LAYERS.values(), *CAPABILITIES.values()]
     vouched = {v for p in protocols for v in verbs(p)}
@@ -116,16 +122,7 @@ class TestPartial(StoreContract):
 
 
 def test_a_backend_without_some_capabilities_passes_by_refusing_them(tmp_path: Path) -> None:
-    (tmp_path / "test_partial.py").write_text(PARTIAL)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "test_partial.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:]
+    done = _suite(tmp_path, "test_partial.py", PARTIAL)
     for refusal in (
         "test_a_capability_it_lacks_is_refused_by_name",
         "test_a_capability_row_it_does_not_keep_is_refused[FiledTopics]",

@@ -7,7 +7,7 @@ processes sharing a PostgreSQL database agree on which unit rolling extends.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from partner_memory.clock import Clock, system_clock
@@ -29,7 +29,7 @@ from partner_memory.model import (
 )
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store.contract.base import MemoryStore
-from partner_memory.store.contract.capabilities import InspectionStore, require
+from partner_memory.store.contract.capabilities import ForgetStore, InspectionStore, require
 
 MAX_PAGE_SIZE = 1000
 #: Far beyond any namespace, and within every backend's 64-bit integers.
@@ -242,6 +242,16 @@ class MemoryCore:
         """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""
         totals = require(self._store, InspectionStore).rolling_totals(self._namespace)
         return replace(totals, consumers=tuple(self._store.consumer_status(self._namespace)))
+
+    def known_ids(self, message_ids: Sequence[str]) -> set[str]:
+        """Which of these message ids the units hold, or a forget named (where the backend
+        forgets): what a framework resending a conversation must not record again."""
+        if not message_ids:
+            return set()
+        known = self._store.stored_message_ids(self._namespace, message_ids)
+        if isinstance(self._store, ForgetStore):
+            known |= self._store.forgotten_messages(self._namespace, message_ids)
+        return known
 
     def unit_ids(self) -> list[str]:
         """Every unit id, oldest first (the reference's `memory_unit_uuid_set`)."""

@@ -240,6 +240,11 @@ class PartnerMemory:
         """
         return self.context_source.resolve(domains)
 
+    def known_ids(self, message_ids: Sequence[str]) -> set[str]:
+        """Which of these message ids memory holds (the window, a unit) or forgot."""
+        window = {w.message.id for w in self.window()}
+        return window & set(message_ids) | self.core.known_ids(message_ids)
+
     def window(self) -> list[WindowMessage]:
         """The conversation window (what is not rolled yet), oldest first, each message
         with the time of the interaction that brought it."""

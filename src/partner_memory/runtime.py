@@ -27,6 +27,7 @@ from partner_memory.clock import Clock, system_clock
 from partner_memory.core import MemoryCore
 from partner_memory.errors import ConfigurationError, InvalidInputError
 from partner_memory.forgetting import Forgetting
+from partner_memory.items import Items
 from partner_memory.keys import KeyRing
 from partner_memory.namespace_context import NamespaceContext
 from partner_memory.queries import MemoryQueries
@@ -207,6 +208,12 @@ class MemoryRuntime:
     def read_only(self) -> bool:
         """Whether the store was opened read-only (every write raises ConfigurationError)."""
         return self.store.read_only
+
+    @property
+    def items(self) -> Items:
+        """Values kept by namespace and exact key (ConfigurationError if the backend keeps
+        none): what an adapter whose framework stores by key holds, never the store."""
+        return Items(self.store, self.clock)
 
     @property
     def keys(self) -> KeyRing:

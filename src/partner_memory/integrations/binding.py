@@ -19,7 +19,6 @@ from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message
 from partner_memory.recall.results import RecallResult
 from partner_memory.service import MemoryService
-from partner_memory.store.contract.capabilities import ForgetStore
 
 Memory = MemoryService | MemoryClient
 
@@ -97,13 +96,10 @@ class NamespaceBinding(_Owner):
     def _held(self, ids: Sequence[str]) -> set[str]:
         """Which of `ids` memory holds (window, units) or forgot; a remote memory can
         tell only its window, and refuses (ConflictError) what its units hold."""
-        held = {m.id for m in self.window()}
-        memory = self._memory
-        if isinstance(memory, MemoryService) and ids:
-            held |= memory.store.stored_message_ids(self.namespace, ids)
-            if isinstance(memory.store, ForgetStore):
-                held |= memory.store.forgotten_messages(self.namespace, ids)
-        return held
+        handle = self._handle()
+        if isinstance(handle, PartnerMemory):
+            return handle.known_ids(ids)
+        return {m.id for m in self.window()}
 
     def window(self) -> list[Message]:
         """What is not rolled yet, oldest first."""

@@ -58,9 +58,9 @@ from langgraph.store.base.embed import get_text_at_path
 from partner_memory.clock import system_clock
 from partner_memory.errors import InvalidInputError, NotFoundError, PartnerMemoryError
 from partner_memory.integrations.binding import opened
+from partner_memory.items import StoredItem
 from partner_memory.model import Message
 from partner_memory.service import MemoryService
-from partner_memory.store.contract.capabilities import ItemStore, StoredItem, require
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class PartnerMemoryStore(BaseStore):
         service, self._owned = opened(db, memory)
         assert isinstance(service, MemoryService)  # a client was refused above
         self._service = service
-        self._items = require(service.store, ItemStore)
+        self._items = service.items
         self.fields = list(fields)
         self.ttl_config = ttl
         self._sweeper: tuple[threading.Event, concurrent.futures.Future[None]] | None = None
@@ -144,7 +144,7 @@ class PartnerMemoryStore(BaseStore):
     def sweep_ttl(self) -> int:
         """Delete the items whose time ran out, and their messages; how many."""
         swept = 0
-        while gone := self._items.expire_items(now=system_clock()):
+        while gone := self._items.expire(now=system_clock()):
             self._forget(gone)
             swept += len(gone)
         return swept
@@ -196,7 +196,7 @@ class PartnerMemoryStore(BaseStore):
     # -- operations --------------------------------------------------------------------
 
     def _get(self, op: GetOp) -> Item | None:
-        found = self._items.get_items(
+        found = self._items.get(
             namespace_of(op.namespace), [op.key], now=system_clock(), refresh=op.refresh_ttl
         )
         return _item(found[0]) if found else None
@@ -204,7 +204,7 @@ class PartnerMemoryStore(BaseStore):
     def _put(self, op: PutOp) -> None:
         namespace = namespace_of(op.namespace)
         if op.value is None:
-            deleted = self._items.delete_item(namespace, op.key)
+            deleted = self._items.delete(namespace, op.key)
             if deleted is not None:
                 self._forget([deleted])
             return
@@ -217,7 +217,7 @@ class PartnerMemoryStore(BaseStore):
         now = system_clock()
         ttl = None if op.ttl is None else _ttl_ms(op.ttl)
         message_id = None if op.index is False else self._indexed(namespace, op, op.value, now)
-        replaced = self._items.put_item(
+        replaced = self._items.put(
             StoredItem(
                 namespace,
                 op.key,
@@ -259,7 +259,7 @@ class PartnerMemoryStore(BaseStore):
         elif op.filter:
             found = [(i, None) for i in self._filtered(prefix, op, now)]
         else:
-            listed = self._items.list_items(prefix, now=now, limit=op.limit, offset=op.offset)
+            listed = self._items.listing(prefix, now=now, limit=op.limit, offset=op.offset)
             found = [(i, None) for i in listed]
         if op.refresh_ttl:
             self._refresh([item for item, _ in found if item.ttl is not None])
@@ -284,7 +284,7 @@ class PartnerMemoryStore(BaseStore):
         kept: list[StoredItem] = []
         offset = 0
         while len(kept) < wanted:
-            page = self._items.list_items(prefix, now=now, limit=_FILTER_PAGE, offset=offset)
+            page = self._items.listing(prefix, now=now, limit=_FILTER_PAGE, offset=offset)
             kept += [
                 i
                 for i in page
@@ -305,7 +305,7 @@ class PartnerMemoryStore(BaseStore):
         wanted = op.offset + op.limit
         k = min(_MAX_CANDIDATES, wanted * _FILTERED_CANDIDATES) if op.filter else wanted
         scored: list[tuple[float, StoredItem]] = []
-        for namespace in self._items.item_namespaces(now=now, prefix=prefix):
+        for namespace in self._items.namespaces(now=now, prefix=prefix):
             try:
                 hits = self._service.memory(namespace).recall(op.query or "", k=k, activate=False)
             except NotFoundError:  # only unindexed items: no messages
@@ -313,7 +313,7 @@ class PartnerMemoryStore(BaseStore):
             scores = {h.message.id: h.score for h in hits.hits}
             keys = {h.message.metadata.get(KEY_KEY) for h in hits.hits}
             held = [k for k in keys if isinstance(k, str)]
-            for item in self._items.get_items(namespace, held, now=now):
+            for item in self._items.get(namespace, held, now=now):
                 score = scores.get(item.message_id or "")
                 if score is not None and _matches(item, op.filter):
                     scored.append((score, item))
@@ -330,13 +330,11 @@ class PartnerMemoryStore(BaseStore):
 
     def _refresh(self, items: Sequence[StoredItem]) -> None:
         for namespace, keys in _by_namespace((i.namespace, i.key) for i in items).items():
-            self._items.get_items(namespace, keys, now=system_clock(), refresh=True)
+            self._items.get(namespace, keys, now=system_clock(), refresh=True)
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         prefix = _plain_prefix(op.match_conditions or ())
-        found = [
-            labels_of(n) for n in self._items.item_namespaces(now=system_clock(), prefix=prefix)
-        ]
+        found = [labels_of(n) for n in self._items.namespaces(now=system_clock(), prefix=prefix)]
         if op.match_conditions:
             found = [ns for ns in found if all(_meets(c, ns) for c in op.match_conditions)]
         depth = op.max_depth

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from partner_memory.errors import NotFoundError
 from partner_memory.model import (
+    ConsumerStatus,
     ContextState,
     MemorySlice,
     Message,
@@ -27,8 +28,9 @@ _ALL = 2**62
 
 
 class DerivedVerbs(ABC):
-    """`read_messages`, `get_slice`, `stored_message_ids`, `count_units`, `recent_slices` and
-    `trajectory_length` from the verbs below them."""
+    """`read_messages`, `get_slice`, `stored_message_ids`, `count_units`, `recent_slices`,
+    `trajectory_length`, `unit_ids`, `unit_ids_starting`, `count_namespaces`,
+    `idle_candidates` and `lagging_namespaces` from the verbs below them."""
 
     # -- what they are made from -----------------------------------------------------
 
@@ -65,6 +67,17 @@ class DerivedVerbs(ABC):
     @abstractmethod
     def window_activity(self, namespace: str) -> WindowActivity: ...
 
+    @abstractmethod
+    def list_namespaces(
+        self, *, limit: int | None = None, after: str | None = None, matching: str | None = None
+    ) -> list[NamespaceInfo]: ...
+
+    @abstractmethod
+    def log_head(self, namespace: str) -> int: ...
+
+    @abstractmethod
+    def consumer_status(self, namespace: str) -> list[ConsumerStatus]: ...
+
     # -- what they give ----------------------------------------------------------------
 
     def read_messages(self, namespace: str, unit_id: str, start: int, end: int) -> list[Message]:
@@ -91,3 +104,34 @@ class DerivedVerbs(ABC):
 
     def trajectory_length(self, namespace: str) -> int:
         return self.window_activity(namespace).length
+
+    def unit_ids(self, namespace: str) -> list[str]:
+        return [u.id for u in self.list_units(namespace, limit=_ALL, oldest_first=True)]
+
+    def unit_ids_starting(self, namespace: str, prefix: str, *, limit: int) -> list[str]:
+        return sorted(u for u in self.unit_ids(namespace) if u.startswith(prefix))[:limit]
+
+    def count_namespaces(self, *, matching: str | None = None) -> int:
+        return len(self.list_namespaces(matching=matching))
+
+    def idle_candidates(self, before: int, among: Sequence[str]) -> list[str]:
+        found = []
+        for name in among:
+            try:
+                activity = self.window_activity(name)
+            except NotFoundError:  # forgotten meanwhile
+                continue
+            last = activity.last_interaction
+            if last is not None and last < before and last != activity.idle_rolled_for:
+                found.append(name)
+        return found
+
+    def lagging_namespaces(self, consumer: str, *, limit: int = 1000) -> list[str]:
+        lagging = []
+        for info in self.list_namespaces():
+            at = {c.name: c.position for c in self.consumer_status(info.name)}.get(consumer, 0)
+            if self.log_head(info.name) > at:
+                lagging.append(info.name)
+                if len(lagging) >= limit:
+                    break
+        return lagging

@@ -167,16 +167,6 @@ class LogMixin(MemoryBase):
             )
             return [state.records[consumer, k] for k in keys[:limit]]
 
-    def lagging_namespaces(self, consumer: str, *, limit: int = 1000) -> list[str]:
-        with self._reading() as shared:
-            states = sorted(shared.namespaces.values(), key=lambda s: s.order)
-            lagging = [
-                s.name
-                for s in states
-                if s.rolling_seq > getattr(s.consumers.get(consumer), "position", 0)
-            ]
-            return lagging[:limit]
-
     def record_consumer_failure(
         self, consumer: str, namespace: str, *, durable: bool, error: str, at: int
     ) -> None:

@@ -93,10 +93,6 @@ class InMemoryStore(ExtrasMixin, ItemsMixin, LogMixin, DerivedVerbs):
             names = self._names(shared, matching, after)[:limit]
             return [self._info(shared.namespaces[n]) for n in names]
 
-    def count_namespaces(self, *, matching: str | None = None) -> int:
-        with self._reading() as shared:
-            return len(self._names(shared, matching))
-
     def set_session(self, namespace: str, session_id: str) -> None:
         with self._changing(namespace) as state:
             state.session_id = session_id
@@ -181,16 +177,6 @@ class InMemoryStore(ExtrasMixin, ItemsMixin, LogMixin, DerivedVerbs):
                 key = (anchor.timestamp, anchor.order)
                 units = [u for u in units if _beyond((u.timestamp, u.order), key, oldest_first)]
             return [_unit_info(u) for u in units[offset : offset + limit]]
-
-    def unit_ids_starting(self, namespace: str, prefix: str, *, limit: int) -> list[str]:
-        with self._reading() as shared:
-            state = self._state(shared, namespace)
-            return sorted(u for u in state.units if u.startswith(prefix))[:limit]
-
-    def unit_ids(self, namespace: str) -> list[str]:
-        with self._reading() as shared:
-            state = self._state(shared, namespace)
-            return [u.id for u in sorted(state.units.values(), key=lambda u: u.order)]
 
     def _unit(self, shared: SharedMemory, namespace: str, unit_id: str) -> UnitState | None:
         found = shared.namespaces.get(namespace)
@@ -306,19 +292,6 @@ class InMemoryStore(ExtrasMixin, ItemsMixin, LogMixin, DerivedVerbs):
         with self._reading() as shared:
             lease = self._state(shared, namespace).lease
             return lease[0] if lease is not None and lease[1] >= now_ms() else None
-
-    def idle_candidates(self, before: int, among: Sequence[str]) -> list[str]:
-        found = []
-        with self._reading() as shared:
-            for name in among:
-                state = shared.namespaces.get(name)
-                if state is None:
-                    continue
-                last = newest(r.interaction for r in state.window)
-                rolled = -1 if state.activity is None else state.activity[1]
-                if last is not None and last < before and last != rolled:
-                    found.append(name)
-        return found
 
     def mark_idle_checked(self, namespace: str, last_interaction: int) -> None:
         with self._changing(namespace) as state:

@@ -9,6 +9,7 @@ import is still a cycle.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import partner_memory
@@ -187,3 +188,23 @@ def test_no_adapter_reaches_the_store() -> None:
             if isinstance(node, ast.Attribute) and node.attr == "store"
         }
     assert reached == set()
+
+
+#: The five-minute map's length, in words.
+MAP_WORDS = 1500
+
+
+def test_the_architecture_map_is_short_and_names_what_exists() -> None:
+    text = (ROOT.parent.parent / "ARCHITECTURE.md").read_text()
+    assert len(text.split()) <= MAP_WORDS
+    named = set(re.findall(r"\b([a-z_]+(?:/[a-z_]+)*\.py)\b", text))
+    assert named
+    everywhere = {str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")}
+    tests = {f"tests/{p.name}" for p in (ROOT.parent.parent / "tests").glob("*.py")}
+    missing = {
+        name
+        for name in named
+        if name not in tests
+        and not any(path == name or path.endswith("/" + name) for path in everywhere)
+    }
+    assert missing == set()

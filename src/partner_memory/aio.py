@@ -21,7 +21,7 @@ from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
 from partner_memory.model import Message, RollingTotals, WindowMessage
 from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.results import RecallResult, TopicCount
-from partner_memory.requests import ForgetRequest, TurnInput
+from partner_memory.requests import ForgetRequest, TurnInput, TurnOptions
 from partner_memory.rolling import AfterRolling, RollingResult
 from partner_memory.rolling.consumers import DurableConsumer
 from partner_memory.service import MemoryService
@@ -88,15 +88,9 @@ class AsyncPartnerMemory(_Closing):
         return self.sync.namespace
 
     async def record_turn(
-        self,
-        user_input: str,
-        assistant_output: str,
-        *,
-        source: str = "USER",
-        timestamp: int | None = None,
-        metadata: dict[str, Any] | None = None,
+        self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
     ) -> Turn:
-        turn = TurnInput(user_input, assistant_output, source, timestamp, metadata or {})
+        turn = TurnInput.of(user_input, assistant_output, **options)
         return await self.record(turn)
 
     async def record(self, turn: TurnInput) -> Turn:

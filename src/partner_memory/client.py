@@ -39,7 +39,7 @@ from partner_memory.model import (
 )
 from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.results import RecallResult, TopicCount
-from partner_memory.requests import ForgetRequest, TurnInput
+from partner_memory.requests import ForgetRequest, TurnInput, TurnOptions
 from partner_memory.rolling.after_rolling import RollingResult
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.trajectory import Turn
@@ -211,15 +211,9 @@ class MemoryClient:
         return answer
 
     def record_turn(
-        self,
-        user_input: str,
-        assistant_output: str,
-        *,
-        source: str = "USER",
-        timestamp: int | None = None,
-        metadata: dict[str, Any] | None = None,
+        self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
     ) -> Turn:
-        turn = TurnInput(user_input, assistant_output, source, timestamp, metadata or {})
+        turn = TurnInput.of(user_input, assistant_output, **options)
         return self.record(turn)
 
     def record(self, turn: TurnInput) -> Turn:
@@ -324,15 +318,9 @@ class AsyncMemoryClient:
         return answer
 
     async def record_turn(
-        self,
-        user_input: str,
-        assistant_output: str,
-        *,
-        source: str = "USER",
-        timestamp: int | None = None,
-        metadata: dict[str, Any] | None = None,
+        self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
     ) -> Turn:
-        turn = TurnInput(user_input, assistant_output, source, timestamp, metadata or {})
+        turn = TurnInput.of(user_input, assistant_output, **options)
         return await self.record(turn)
 
     async def record(self, turn: TurnInput) -> Turn:

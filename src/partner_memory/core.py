@@ -29,7 +29,11 @@ from partner_memory.model import (
 )
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store.contract.base import MemoryStore
-from partner_memory.store.contract.capabilities import ForgetStore, InspectionStore, require
+from partner_memory.store.contract.capabilities import (
+    INSPECTION,
+    ForgetStore,
+    require,
+)
 
 MAX_PAGE_SIZE = 1000
 #: Far beyond any namespace, and within every backend's 64-bit integers.
@@ -240,7 +244,7 @@ class MemoryCore:
 
     def rolling_stats(self) -> RollingTotals:
         """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""
-        totals = require(self._store, InspectionStore).rolling_totals(self._namespace)
+        totals = require(self._store, INSPECTION).rolling_totals(self._namespace)
         return replace(totals, consumers=tuple(self._store.consumer_status(self._namespace)))
 
     def known_ids(self, message_ids: Sequence[str]) -> set[str]:

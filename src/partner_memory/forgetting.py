@@ -15,7 +15,13 @@ from partner_memory.errors import InvalidInputError, NotFoundError
 from partner_memory.model import check_text
 from partner_memory.rolling import MessageCompressor, RollingSettings, SummarizerChain, UsageMeter
 from partner_memory.store.contract.base import MemoryStore
-from partner_memory.store.contract.capabilities import ForgetStore, Located, Resummary, require
+from partner_memory.store.contract.capabilities import (
+    FORGETTING,
+    ForgetStore,
+    Located,
+    Resummary,
+    require,
+)
 
 
 class Forgetting:
@@ -38,7 +44,7 @@ class Forgetting:
 
     @property
     def _forgets(self) -> ForgetStore:
-        return require(self._store, ForgetStore)
+        return require(self._store, FORGETTING)
 
     def messages(self, namespace: str, message_ids: Sequence[str]) -> int:
         ids = list(dict.fromkeys(message_ids))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from partner_memory.clock import Clock
-from partner_memory.store.contract.capabilities import ItemStore, StoredItem, require
+from partner_memory.store.contract.capabilities import ITEMS, StoredItem, require
 
 __all__ = ["Items", "StoredItem"]
 
@@ -20,7 +20,7 @@ class Items:
     """The items of one store (ConfigurationError if its backend keeps none)."""
 
     def __init__(self, store: object, clock: Clock) -> None:
-        self._store = require(store, ItemStore)
+        self._store = require(store, ITEMS)
         self._clock = clock
 
     def _at(self, now: int | None) -> int:

@@ -20,7 +20,7 @@ from fnmatch import fnmatchcase
 from partner_memory.clock import Clock, system_clock
 from partner_memory.errors import InvalidInputError, NotFoundError
 from partner_memory.model import Record, check_text
-from partner_memory.store.contract.capabilities import KeyStore, StoredKey, require
+from partner_memory.store.contract.capabilities import KEYS, StoredKey, require
 
 #: What a key may do, each including the ones before it.
 SCOPES = ("read", "write", "admin")
@@ -71,7 +71,7 @@ class KeyRing:
     """Creates, lists, revokes and checks the keys kept in one store."""
 
     def __init__(self, store: object, clock: Clock = system_clock) -> None:
-        self.store = require(store, KeyStore)
+        self.store = require(store, KEYS)
         self.clock = clock
 
     def create(self, namespaces: str, scope: str) -> tuple[ApiKey, str]:

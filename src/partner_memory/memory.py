@@ -27,7 +27,7 @@ from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.replicas import RecallIndexSettings
 from partner_memory.recall.results import RecallResult, TopicCount
-from partner_memory.requests import ForgetRequest, TurnInput
+from partner_memory.requests import ForgetRequest, TurnInput, TurnOptions
 from partner_memory.rolling import (
     AfterRolling,
     AfterRollingRegistry,
@@ -157,18 +157,10 @@ class PartnerMemory:
     # -- recording -----------------------------------------------------------------
 
     def record_turn(
-        self,
-        user_input: str,
-        assistant_output: str,
-        *,
-        source: str = "USER",
-        timestamp: int | None = None,
-        metadata: dict[str, Any] | None = None,
+        self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
     ) -> Turn:
         """Record one exchange (R10-R11); may start a rolling in the background (R13)."""
-        return self.record(
-            TurnInput(user_input, assistant_output, source, timestamp, metadata or {})
-        )
+        return self.record(TurnInput.of(user_input, assistant_output, **options))
 
     def record(self, turn: TurnInput) -> Turn:
         """`record_turn` with the exchange as a value (what the interfaces pass on)."""

@@ -12,10 +12,20 @@ import random
 import time
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from enum import Enum
 from types import UnionType
-from typing import Any, ClassVar, Literal, Self, Union, get_args, get_origin, get_type_hints
+from typing import (
+    Any,
+    ClassVar,
+    Literal,
+    Self,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import orjson
 
@@ -47,8 +57,7 @@ class Record:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            self.json_keys.get(f.name, f.name): plain(getattr(self, f.name))
-            for f in fields(self)  # type: ignore[arg-type]
+            self.json_keys.get(f.name, f.name): plain(getattr(self, f.name)) for f in _fields(self)
         }
 
     @classmethod
@@ -57,11 +66,17 @@ class Record:
         keys the record does not know are ignored, so documents may grow."""
         hints = get_type_hints(cls)
         given = {}
-        for f in fields(cls):  # type: ignore[arg-type]
+        for f in _fields(cls):
             key = cls.json_keys.get(f.name, f.name)
             if key in data:
                 given[f.name] = _typed(hints[f.name], data[key])
         return cls(**given)
+
+
+def _fields(record: object) -> tuple[Field[Any], ...]:
+    """The dataclass fields of a record (its subclasses are dataclasses; `Record` is not)."""
+    found: tuple[Field[Any], ...] = fields(cast(Any, record))
+    return found
 
 
 def _typed(hint: Any, value: Any) -> Any:

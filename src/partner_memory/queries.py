@@ -18,7 +18,11 @@ from partner_memory.model import (
     check_text,
 )
 from partner_memory.store.contract.base import MemoryStore
-from partner_memory.store.contract.capabilities import ForgetStore, InspectionStore, require
+from partner_memory.store.contract.capabilities import (
+    FORGETTING,
+    INSPECTION,
+    require,
+)
 from partner_memory.store.contract.staged import StoredRecord
 
 
@@ -50,7 +54,7 @@ class MemoryQueries:
         matching: str | None = None,
     ) -> list[NamespaceOverview]:
         """Namespaces with their figures (`InspectionStore`); `search` any part of a name."""
-        return require(self._store, InspectionStore).namespace_overviews(
+        return require(self._store, INSPECTION).namespace_overviews(
             limit=check_limit(limit), after=after, search=search, matching=matching
         )
 
@@ -58,7 +62,7 @@ class MemoryQueries:
         self, namespace: str, *, limit: int, before: int | None = None
     ) -> list[RollingRecord]:
         """Rollings newest first with their cost (`InspectionStore`)."""
-        return require(self._store, InspectionStore).rolling_history(
+        return require(self._store, INSPECTION).rolling_history(
             namespace, limit=check_limit(limit), before=before
         )
 
@@ -68,7 +72,7 @@ class MemoryQueries:
 
     def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
         """(kind, target, at) of the namespace's forgets, newest first (`ForgetStore`)."""
-        return require(self._store, ForgetStore).forget_log(namespace, limit=check_limit(limit))
+        return require(self._store, FORGETTING).forget_log(namespace, limit=check_limit(limit))
 
     def records(
         self,

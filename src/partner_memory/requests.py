@@ -11,13 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, Unpack, get_args
 
 from partner_memory.errors import InvalidInputError
 from partner_memory.model import check_text, check_timestamp
 
 ForgetTarget = Literal["messages", "slice", "unit", "namespace"]
 FORGET_TARGETS: tuple[str, ...] = get_args(ForgetTarget)
+
+
+class TurnOptions(TypedDict, total=False):
+    """The keyword form of a `TurnInput`'s options (`record_turn`'s keywords)."""
+
+    source: str
+    timestamp: int | None
+    metadata: Mapping[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +63,15 @@ class TurnInput:
         }
 
     @classmethod
+    def of(
+        cls, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
+    ) -> TurnInput:
+        """A turn from its two texts and `record_turn`'s keywords."""
+        return cls.from_dict(
+            {"user_input": user_input, "assistant_output": assistant_output} | dict(options)
+        )
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TurnInput:
         _known(data, ("user_input", "assistant_output", "source", "timestamp", "metadata"))
         for name in ("user_input", "assistant_output"):
@@ -63,7 +80,7 @@ class TurnInput:
         return cls(
             data["user_input"],
             data["assistant_output"],
-            data.get("source") or "USER",
+            "USER" if data.get("source") is None else data["source"],
             data.get("timestamp"),
             data.get("metadata") or {},
         )

@@ -57,7 +57,7 @@ from partner_memory.rolling.consumers import ConsumerDispatcher, DurableConsumer
 from partner_memory.rolling.dialog_rolling import DialogRolling
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.store import MemoryStore
-from partner_memory.store.contract.capabilities import RecallStore, TopicStore, require
+from partner_memory.store.contract.capabilities import RECALL_ROWS, RecallStore, TopicStore, require
 from partner_memory.telemetry import names as n
 from partner_memory.telemetry.instruments import instruments, operation
 from partner_memory.trajectory import Trajectory
@@ -354,7 +354,7 @@ class MemoryRuntime:
     def reindex(self, namespace: str) -> int:
         """Rebuild the namespace's recall index from its units (after an import, a copy,
         or to apply a new analysis); returns the number of messages indexed."""
-        return require(self.store, RecallStore).reindex_recall(
+        return require(self.store, RECALL_ROWS).reindex_recall(
             namespace, RECALL_CONSUMER, self.analysis
         )
 

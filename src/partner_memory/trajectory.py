@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
 from partner_memory import markers
 from partner_memory.clock import Clock
@@ -21,7 +21,7 @@ from partner_memory.model import (
     check_messages,
     check_timestamp,
 )
-from partner_memory.requests import TurnInput
+from partner_memory.requests import TurnInput, TurnOptions
 from partner_memory.store.contract.base import MemoryStore, WindowAppend
 
 
@@ -68,16 +68,10 @@ class Trajectory:
         return self._store.window_activity(self._namespace).last_interaction
 
     def record_turn(
-        self,
-        user_input: str,
-        assistant_output: str,
-        *,
-        source: str = "USER",
-        timestamp: int | None = None,
-        metadata: dict[str, Any] | None = None,
+        self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
     ) -> Turn:
         """R10-R11: drop structured prompts, then append the user input and the assistant output."""
-        turn = TurnInput(user_input, assistant_output, source, timestamp, metadata or {})
+        turn = TurnInput.of(user_input, assistant_output, **options)
         return self.record_turn_counted(turn)[0]
 
     def record_turn_counted(self, turn: TurnInput) -> tuple[Turn, WindowAppend]:

@@ -17,6 +17,7 @@ import ctypes.util
 import logging
 import os
 import threading
+from collections.abc import Callable
 from functools import cache
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ def rss_bytes() -> int | None:
 
 
 @cache
-def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+def _malloc_trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
     if name is None:
         return None

@@ -17,7 +17,7 @@ from partner_memory.model import Record
 from partner_memory.recall.analyze import default_analysis
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.store.contract.base import MemoryStore
-from partner_memory.store.contract.capabilities import DumpStore, RecallStore, require
+from partner_memory.store.contract.capabilities import DUMPS, RecallStore, require
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,7 @@ def copy_memory(
             " (copy into an empty database, or name other namespaces)"
         )
     report = CopyReport(source=source.url, destination=destination.url)
-    exporter, importer = require(source, DumpStore), require(destination, DumpStore)
+    exporter, importer = require(source, DUMPS), require(destination, DUMPS)
     for name in names:
         dump = exporter.export_namespace(name)
         importer.import_namespace(dump)

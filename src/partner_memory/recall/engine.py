@@ -48,7 +48,14 @@ from partner_memory.recall.results import (
 from partner_memory.recall.searcher import Doc, Hit, Search, Searcher
 from partner_memory.recall.topics import MAX_LEVEL_CHARS, normalize_path
 from partner_memory.store.contract.base import MemoryStore
-from partner_memory.store.contract.capabilities import RecallState, RecallStore, TopicStore, require
+from partner_memory.store.contract.capabilities import (
+    RECALL_ROWS,
+    TOPICS,
+    RecallState,
+    RecallStore,
+    TopicStore,
+    require,
+)
 from partner_memory.telemetry.instruments import instruments
 from partner_memory.telemetry.names import ENGINE_MS, INDEX_MS, PHASE, READ_MS
 
@@ -192,7 +199,7 @@ class RecallEngine:
                 f" each, got {topic!r}"
             )
         path = asked
-        topics = require(self._store, TopicStore) if self._topics is None else self._topics
+        topics = require(self._store, TOPICS) if self._topics is None else self._topics
         slices = topics.topic_slices(namespace, path)
         while not slices and TOPIC_SEPARATOR in path:
             path = path.rsplit(TOPIC_SEPARATOR, 1)[0]
@@ -211,7 +218,7 @@ class RecallEngine:
 
     def _recall_rows(self) -> RecallStore:
         """The store's recall rows (ConfigurationError naming the capability if none)."""
-        return require(self._store, RecallStore) if self._rows is None else self._rows
+        return require(self._store, RECALL_ROWS) if self._rows is None else self._rows
 
     def _for(self, state: RecallState) -> RecallAnalysis:
         """This engine's analysis if the namespace's vectors are its embedder's (or it

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from partner_memory.model import LogEntry, MemorySlice, Message, UnitInfo
 from partner_memory.rolling.consumers import ConsumerDispatcher, describe
+from partner_memory.store.contract.base import CommittedRolling
 
 #: Failures kept in memory per namespace; the store counts them all.
 MAX_FAILURES = 100
@@ -95,13 +96,16 @@ class AfterRollingRegistry:
         with self._lock:
             return list(self._failures)
 
-    def trigger(self, result: RollingResult) -> Future[None]:
+    def trigger(
+        self, result: RollingResult, committed: CommittedRolling | None = None
+    ) -> Future[None]:
         """Run every consumer on `result` in the background; the future ends when all did.
 
-        Durable consumers of the service then follow the log of this namespace.
+        Durable consumers of the service then follow the log of this namespace (the
+        rolling `committed` taken unread where the backend gave its entry).
         """
         future: Future[None] = self._dispatcher.submit(self._run, self.consumers, result)
-        self._dispatcher.follow(self._namespace)
+        self._dispatcher.follow(self._namespace, () if committed is None else [committed])
         return future
 
     def _run(self, consumers: Sequence[AfterRolling], result: RollingResult) -> None:

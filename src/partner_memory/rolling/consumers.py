@@ -21,7 +21,8 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from partner_memory.clock import Clock
 from partner_memory.errors import InvalidInputError, PartnerMemoryError
 from partner_memory.model import LogEntry
-from partner_memory.store.contract.base import MemoryStore
+from partner_memory.rolling.follow import LogFollower
+from partner_memory.store.contract.base import CommittedRolling, MemoryStore
 from partner_memory.store.contract.staged import Staged
 from partner_memory.store.sql.durability import behind_the_caller
 from partner_memory.telemetry import names as n
@@ -48,8 +49,10 @@ class DurableConsumer(Protocol):
 
     def apply(self, entry: LogEntry) -> Sequence[Staged]:
         """What one rolling makes the consumer write (`Record`, `Unrecord`, ...): written
-        with its new position, in one transaction. It runs inside that transaction (on
-        SQLite, holding the write lock): slow work belongs in `prepare`."""
+        with its new position, in one transaction, exactly once. It runs before that
+        transaction, holding no lock; when another process moved the consumer on first,
+        the write is refused and `apply` may be called again for a rolling the other
+        process wrote - keep its effects in what it returns."""
         ...
 
 
@@ -151,6 +154,7 @@ class ConsumerDispatcher:
         self._durable: list[DurableConsumer] = []
         self._queued: set[str] = set()
         self._lock = threading.Lock()
+        self._follower = LogFollower.of(store)
 
     @property
     def durable(self) -> list[DurableConsumer]:
@@ -175,14 +179,16 @@ class ConsumerDispatcher:
             self._durable.append(consumer)
         return self.submit(self._catch_up, [consumer])
 
-    def follow(self, namespace: str) -> None:
-        """A rolling was committed in `namespace`: let every durable consumer process it.
+    def follow(self, namespace: str, committed: Sequence[CommittedRolling] = ()) -> None:
+        """A rolling was committed in `namespace` (`committed`, when this process did):
+        let every durable consumer process it.
 
         Requests for a namespace already queued are one: a replay that commits a
         hundred rollings at once is followed in one pass, not a hundred.
         """
         if not self.durable:
             return
+        self._follower.committed(namespace, committed)
         with self._lock:
             if namespace in self._queued:
                 return
@@ -234,7 +240,7 @@ class ConsumerDispatcher:
             while True:
                 applied = 0
                 try:
-                    entry = self._store.follow_log(
+                    entry = self._follower.round(
                         consumer.name,
                         namespace,
                         apply,

@@ -418,7 +418,7 @@ class DialogRolling:
             retain_divisor=commit.retain_divisor,
             idle=commit.idle,
         )
-        self._after_rolling.trigger(result)
+        self._after_rolling.trigger(result, committed)
         return result
 
     @contextmanager

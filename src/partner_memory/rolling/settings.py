@@ -6,6 +6,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 from partner_memory.errors import ConfigurationError
 
@@ -71,7 +72,7 @@ class RollingSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RollingSettings:
         """PARTNER_MEMORY_ROLLING_<FIELD> for any field (MAX_MESSAGES, IDLE_AFTER_MS, ...)."""
         env = os.environ if environ is None else environ
-        given: dict[str, float] = {}
+        given: dict[str, Any] = {}
         for f in fields(cls):
             name = f"{ENV_PREFIX}{f.name.upper()}"
             raw = env.get(name)
@@ -83,7 +84,7 @@ class RollingSettings:
                 kind = "a whole number" if f.type == "int" else "a number"
                 raise ConfigurationError(f"{name} must be {kind}, got {raw!r}") from None
         try:
-            return cls(**given)  # type: ignore[arg-type]
+            return cls(**given)
         except ConfigurationError as exc:
             culprit = next((f for f in given if f"setting {f} " in str(exc)), None)
             where = f"{ENV_PREFIX}{culprit.upper()}" if culprit else f"{ENV_PREFIX}*"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any, cast
 
 import pytest
 
 from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from partner_memory.model import LogEntry, MemorySlice, Message
+from partner_memory.rolling.follow import Apply, LogFollower
 from partner_memory.store.contract.base import MemoryStore, UnitWrite
 from partner_memory.store.contract.capabilities import (
     DumpStore,
@@ -39,8 +41,8 @@ def _rolled(store: MemoryStore, namespace: str, said: Sequence[Message]) -> None
     store.commit_rolling(namespace, rolling("h", said, drop=[m.id for m in said]))
 
 
-def _follow(store: MemoryStore, consumer: str, namespace: str, apply: object) -> None:
-    while store.follow_log(consumer, namespace, apply) is not None:  # type: ignore[arg-type]
+def _follow(store: MemoryStore, consumer: str, namespace: str, apply: Apply) -> None:
+    while LogFollower(store).round(consumer, namespace, apply) is not None:
         pass
 
 
@@ -156,7 +158,7 @@ class RecallContract:
         assert store.recall_rows("ns", -1, 2, offset=1) == rebuilt[1:]
         for offset, limit in ((-1, None), (0, 0), ("1", None)):
             with pytest.raises(InvalidInputError):
-                store.recall_rows("ns", -1, 2, offset=offset, limit=limit)  # type: ignore[arg-type]
+                store.recall_rows("ns", -1, 2, offset=cast(Any, offset), limit=limit)
         with pytest.raises(NotFoundError):
             store.recall_state("ghost", "recall")
 
@@ -255,8 +257,10 @@ class ForgetContract:
             applied.extend((entry.seq, m.content) for m in entry.messages)
             return []
 
-        kwargs = {"batch": 1, "prepare": prepare, "lookahead": lookahead}
-        while store.follow_log("c", "ns", apply, **kwargs) is not None:  # type: ignore[arg-type]
+        while (
+            LogFollower(store).round("c", "ns", apply, prepare=prepare, lookahead=lookahead)
+            is not None
+        ):
             pass
         # the first round forgets said[0] while preparing; the second, said[2] (seen
         # ahead in the first round when looking ahead)
@@ -425,7 +429,7 @@ class HealthContract:
         assert store.begin_rolling("c", "alive", ttl_ms=600_000) is not None
         assert store.begin_rolling("d", "dead", ttl_ms=1) is not None
         time.sleep(0.05)  # the second lease lapses
-        assert store.follow_log("c1", "a", lambda entry: [], batch=1) is not None
+        assert LogFollower(store).round("c1", "a", lambda entry: [], batch=1) is not None
         store.record_consumer_failure("c2", "b", durable=True, error="boom", at=5)
         store.record_consumer_failure("c3", "b", durable=False, error="boom", at=5)
         health = store.store_health()

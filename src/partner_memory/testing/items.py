@@ -7,22 +7,36 @@ import pytest
 
 from partner_memory.errors import InvalidInputError
 from partner_memory.store.contract.base import MemoryStore
-from partner_memory.store.contract.capabilities import ForgetStore, ItemStore, StoredItem, supports
+from partner_memory.store.contract.capabilities import (
+    FORGETTING,
+    ITEMS,
+    ForgetStore,
+    ItemStore,
+    StoredItem,
+    supports,
+)
 from partner_memory.testing.capabilities import _rolled
 from partner_memory.testing.helpers import messages
 
 
 def _items(store: MemoryStore) -> ItemStore:
-    if not supports(store, ItemStore):
+    if not supports(store, ITEMS):
         pytest.skip(f"{type(store).__name__} does not offer ItemStore")
     assert isinstance(store, ItemStore)
     return store
 
 
 def _item(
-    namespace: str, key: str, value: str = '{"a":1}', at: int = 10, **more: object
+    namespace: str,
+    key: str,
+    value: str = '{"a":1}',
+    at: int = 10,
+    *,
+    expires_at: int | None = None,
+    ttl: int | None = None,
+    message_id: str | None = None,
 ) -> StoredItem:
-    return StoredItem(namespace, key, value, at, at, **more)  # type: ignore[arg-type]
+    return StoredItem(namespace, key, value, at, at, expires_at, ttl, message_id)
 
 
 class ItemsContract:
@@ -105,7 +119,7 @@ class ItemsContract:
 
     def test_a_forget_of_its_message_deletes_the_item(self, store: MemoryStore) -> None:
         items = _items(store)
-        if not supports(store, ForgetStore):
+        if not supports(store, FORGETTING):
             pytest.skip(f"{type(store).__name__} does not offer ForgetStore")
         assert isinstance(store, ForgetStore)
         store.ensure_namespace("ns/", "u1")

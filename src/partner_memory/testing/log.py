@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
 from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from partner_memory.model import LogEntry, Message
-from partner_memory.store.contract.base import CommittedRolling, MemoryStore, ReplayStep
+from partner_memory.rolling.follow import LogFollower
+from partner_memory.store.contract.base import (
+    CommittedRolling,
+    FollowerPosition,
+    MemoryStore,
+    ReplayStep,
+)
 from partner_memory.store.contract.staged import Record, Staged, Unrecord
 from partner_memory.testing.helpers import held, messages, rolling
 
@@ -226,7 +233,7 @@ class LogContract:
         _rolled(store, "ns", 2, "a")
         _rolled(store, "ns", 2, "b")
         assert store.lagging_namespaces("indexer") == ["ns"]
-        first = store.follow_log("indexer", "ns", _record_seq)
+        first = LogFollower(store).round("indexer", "ns", _record_seq)
         assert first is not None
         assert first.seq == 1
         assert [r.key for r in store.read_records("indexer", "ns")] == ["seq-0001"]
@@ -237,16 +244,40 @@ class LogContract:
             1,
             2,
         )
-        second = store.follow_log("indexer", "ns", _record_seq, batch=10)
+        second = LogFollower(store).round("indexer", "ns", _record_seq, batch=10)
         assert second is not None
         assert second.seq == 2
-        assert store.follow_log("indexer", "ns", _record_seq) is None
+        assert LogFollower(store).round("indexer", "ns", _record_seq) is None
         assert store.lagging_namespaces("indexer") == []
         assert store.lagging_namespaces("someone-new") == ["ns"]
         (record, _) = store.read_records("indexer", "ns")
         assert record.value == {"seq": 1, "unit": "s"}
         with pytest.raises(NotFoundError):
-            store.follow_log("indexer", "ghost", _record_seq)
+            LogFollower(store).round("indexer", "ghost", _record_seq)
+
+    def test_a_consumer_advances_only_from_where_it_is_expected(self, store: MemoryStore) -> None:
+        """The one conditional write: staged rows and the new position, if the consumer
+        is still where the caller read it (else ConflictError, nothing written)."""
+        store.ensure_namespace("ns", "s")
+        _rolled(store, "ns", 1, "a")
+        _rolled(store, "ns", 1, "b")
+        at = store.consumer_position("c", "ns")
+        assert at.position == 0
+        first, second = store.read_log("ns", 0)
+        store.advance_consumer("c", "ns", at, [(first, _record_seq(first))])
+        moved = store.consumer_position("c", "ns")
+        assert (moved.position, moved.generation) == (1, at.generation)
+        with pytest.raises(ConflictError):  # another process got there first
+            store.advance_consumer("c", "ns", at, [(first, _record_seq(first))])
+        assert [r.key for r in store.read_records("c", "ns")] == ["seq-0001"]
+        stale = FollowerPosition(moved.position, moved.generation + 1)
+        with pytest.raises(ConflictError):  # the rollings changed since they were read
+            store.advance_consumer("c", "ns", stale, [(second, _record_seq(second))])
+        store.advance_consumer("c", "ns", moved, [(second, _record_seq(second))])
+        assert store.consumer_position("c", "ns").position == 2
+        assert store.lagging_namespaces("c") == []
+        with pytest.raises(NotFoundError):
+            store.consumer_position("c", "ghost")
 
     def test_a_failing_follower_writes_nothing_and_stays(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "s")
@@ -259,15 +290,15 @@ class LogContract:
             return _record_seq(entry)
 
         with pytest.raises(RuntimeError):
-            store.follow_log("c", "ns", half, batch=2)
+            LogFollower(store).round("c", "ns", half, batch=2)
         assert store.read_records("c", "ns") == []
         assert store.lagging_namespaces("c") == ["ns"]
 
-        def wrong(entry: LogEntry) -> Sequence[Staged]:
-            return ["not a write"]  # type: ignore[list-item]
+        def wrong(entry: LogEntry) -> Any:  # what a careless consumer returns
+            return ["not a write"]
 
         with pytest.raises(InvalidInputError, match="Record"):
-            store.follow_log("c", "ns", wrong)
+            LogFollower(store).round("c", "ns", wrong)
         assert store.read_records("c", "ns") == []
 
     def test_prepare_sees_the_rollings_before_the_transaction(self, store: MemoryStore) -> None:
@@ -280,12 +311,12 @@ class LogContract:
             store.ensure_namespace("written-while-preparing", "s")  # no lock is held
             prepared.extend(e.seq for e in entries)
 
-        last = store.follow_log("c", "ns", _record_seq, batch=5, prepare=prepare)
+        last = LogFollower(store).round("c", "ns", _record_seq, batch=5, prepare=prepare)
         assert last is not None
         assert last.seq == 2
         assert prepared == [1, 2]
         assert len(store.read_records("c", "ns")) == 2
-        assert store.follow_log("c", "ns", _record_seq, prepare=prepare) is None
+        assert LogFollower(store).round("c", "ns", _record_seq, prepare=prepare) is None
         assert prepared == [1, 2]
 
     def test_prepare_looks_ahead_of_what_is_applied(self, store: MemoryStore) -> None:
@@ -297,15 +328,21 @@ class LogContract:
         def prepare(entries: Sequence[LogEntry]) -> None:
             prepared.append([e.seq for e in entries])
 
-        last = store.follow_log("c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=4)
+        last = LogFollower(store).round(
+            "c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=4
+        )
         assert last is not None
         assert last.seq == 2
         assert [r.key for r in store.read_records("c", "ns")] == ["seq-0001", "seq-0002"]
-        last = store.follow_log("c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=4)
+        last = LogFollower(store).round(
+            "c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=4
+        )
         assert last is not None
         assert last.seq == 4
         # a lookahead shorter than the batch still shows the batch
-        last = store.follow_log("c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=1)
+        last = LogFollower(store).round(
+            "c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=1
+        )
         assert last is not None
         assert last.seq == 5
         assert prepared == [[1, 2, 3, 4], [3, 4, 5], [5]]
@@ -324,7 +361,7 @@ class LogContract:
                 writes.append(Unrecord("never-written"))
             return writes
 
-        while store.follow_log("c", "ns", staged) is not None:
+        while LogFollower(store).round("c", "ns", staged) is not None:
             pass
         got = {r.key: r.value for r in store.read_records("c", "ns")}
         assert got == {"k/1": values[0], "k/3": 3, "latest": 3}

@@ -13,6 +13,7 @@ import pytest
 
 from partner_memory.errors import ConfigurationError, InvalidInputError
 from partner_memory.model import LogEntry
+from partner_memory.rolling.follow import LogFollower
 from partner_memory.store.contract.base import MemoryStore
 from partner_memory.store.contract.capabilities import (
     CAPABILITIES,
@@ -59,5 +60,5 @@ class RefusalContract:
             return [staged]
 
         with pytest.raises(InvalidInputError, match=capability.__name__):
-            store.follow_log("follower", "ns", apply)
+            LogFollower(store).round("follower", "ns", apply)
         assert store.lagging_namespaces("follower") == ["ns"]  # nothing moved on

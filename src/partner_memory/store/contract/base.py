@@ -17,8 +17,8 @@ unreachable or locked database StorageUnavailableError.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from partner_memory.model import (
@@ -95,10 +95,24 @@ class ReplayStep:
 
 @dataclass(frozen=True, slots=True)
 class CommittedRolling:
-    """What `commit_rolling` wrote: the unit update and log position, if a slice was stored."""
+    """What `commit_rolling` wrote: the unit update and log position, if a slice was stored;
+    and, where the backend can say so exactly, the log entry `read_log` will give for it
+    and the namespace's generation it was committed in (this process's followers take it
+    unread: `rolling.follow`)."""
 
     update: UnitUpdate | None
     seq: int | None
+    #: Not part of what was written (two equal rollings of two namespaces compare equal).
+    logged: LogEntry | None = field(default=None, compare=False)
+    generation: int | None = field(default=None, compare=False)
+
+
+class FollowerPosition(NamedTuple):
+    """Where a durable consumer stands in a namespace's log (0: it applied nothing yet),
+    and the namespace's generation then: what `advance_consumer` is conditioned on."""
+
+    position: int
+    generation: int
 
 
 @runtime_checkable
@@ -351,30 +365,26 @@ class LogStore(Protocol):
         """Rollings with sequence numbers above `after`, oldest first."""
         ...
 
-    def follow_log(
+    def consumer_position(self, consumer: str, namespace: str) -> FollowerPosition:
+        """Where `consumer` stands in the namespace's log, and the namespace's generation
+        (a forget or reindex moves it on); NotFoundError for an unknown namespace."""
+        ...
+
+    def advance_consumer(
         self,
         consumer: str,
         namespace: str,
-        apply: Callable[[LogEntry], Sequence[Staged]],
-        *,
-        batch: int = 1,
-        prepare: Callable[[Sequence[LogEntry]], None] | None = None,
-        lookahead: int | None = None,
-    ) -> LogEntry | None:
-        """Apply the consumer's next rollings (up to `batch`, in order): write what `apply`
-        returns for each (`store.staged`) and advance the consumer's position, in one
-        transaction. Returns the last one applied, None when it is caught up. If `apply`
-        raises, or returns what is not a staged write (InvalidInputError), nothing of
-        the batch is written. Writes of a rolling whose unit is gone are dropped.
-
-        `prepare`, if given, first sees the rollings `apply` will probably get, outside
-        any transaction (slow work - an LLM, an embeddings endpoint - holds no lock);
-        `apply` must still be right if it then gets others (another process moved on,
-        or a forget changed them meanwhile). It sees up to `lookahead` rollings
-        (`batch` when not given): more than are applied now lets work that runs
-        elsewhere - another process - go on with the next batch while this one is
-        written.
-        """
+        expected: FollowerPosition,
+        staged: Sequence[tuple[LogEntry, Sequence[Staged]]],
+    ) -> None:
+        """In one transaction: if the consumer still stands at `expected` (its position,
+        and the namespace's generation), write each rolling's staged writes
+        (`store.staged`, refused with InvalidInputError unless the backend keeps them:
+        `staged.checked`) and move the consumer to the last rolling's sequence number.
+        Else ConflictError and nothing is written: another process moved it on, or a
+        forget changed what the rollings hold - read them again. Writes of a rolling
+        whose unit is gone are dropped. The rollings are the log's next ones after
+        `expected.position`, in order (the caller read them with `read_log`)."""
         ...
 
     def lagging_namespaces(self, consumer: str, *, limit: int = 1000) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from partner_memory.errors import ConfigurationError
 from partner_memory.model import Message, NamespaceOverview, RollingRecord, RollingTotals
@@ -371,19 +371,44 @@ CAPABILITIES: dict[str, type[Any]] = {
 }
 
 
-def supports(store: object, capability: type[C]) -> bool:
+class Need(Generic[C]):
+    """A capability as a value mypy carries (a protocol class cannot be passed where a
+    concrete type is expected, python/mypy#4717): `require(store, ITEMS)` is an
+    `ItemStore`. The protocol classes themselves work too, untyped."""
+
+    __slots__ = ("protocol",)
+
+    def __init__(self, protocol: Any) -> None:
+        self.protocol = protocol
+
+
+KEYS: Need[KeyStore] = Need(KeyStore)
+TOPICS: Need[TopicStore] = Need(TopicStore)
+RECALL_ROWS: Need[RecallStore] = Need(RecallStore)
+FORGETTING: Need[ForgetStore] = Need(ForgetStore)
+DUMPS: Need[DumpStore] = Need(DumpStore)
+INSPECTION: Need[InspectionStore] = Need(InspectionStore)
+ITEMS: Need[ItemStore] = Need(ItemStore)
+HEALTH: Need[HealthStore] = Need(HealthStore)
+
+
+def _protocol(capability: Any) -> Any:
+    return capability.protocol if isinstance(capability, Need) else capability
+
+
+def supports(store: object, capability: Need[C] | type[C]) -> bool:
     """Whether `store` implements every verb of `capability` (a protocol above)."""
-    return isinstance(store, capability)
+    return isinstance(store, _protocol(capability))
 
 
-def require(store: object, capability: type[C]) -> C:
+def require(store: object, capability: Need[C] | type[C]) -> C:
     """`store` as `capability`, or ConfigurationError naming what it lacks."""
-    if isinstance(store, capability):
-        return store
-    name = next((n for n, c in CAPABILITIES.items() if c is capability), capability.__name__)
-    raise ConfigurationError(
-        f"{type(store).__name__} does not offer {name} ({capability.__name__})"
-    )
+    protocol = _protocol(capability)
+    if isinstance(store, protocol):
+        found: C = store
+        return found
+    name = next((n for n, c in CAPABILITIES.items() if c is protocol), protocol.__name__)
+    raise ConfigurationError(f"{type(store).__name__} does not offer {name} ({protocol.__name__})")
 
 
 def offered(store: object) -> list[str]:

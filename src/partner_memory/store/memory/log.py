@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from partner_memory.errors import ConflictError
 from partner_memory.model import LogEntry, MemorySlice, UnitInfo
-from partner_memory.store.contract.base import CommittedRolling, ReplayStep, RollingCommit
+from partner_memory.store.contract.base import (
+    CommittedRolling,
+    FollowerPosition,
+    ReplayStep,
+    RollingCommit,
+)
 from partner_memory.store.contract.refusals import lease_lost
 from partner_memory.store.contract.staged import Staged, StoredRecord, checked
 from partner_memory.store.memory.state import (
@@ -117,36 +122,33 @@ class LogMixin(MemoryBase):
         with self._reading() as shared:
             return _log(self._state(shared, namespace), after, limit)
 
-    def follow_log(
+    def consumer_position(self, consumer: str, namespace: str) -> FollowerPosition:
+        with self._reading() as shared:
+            state = self._state(shared, namespace)
+            row = state.consumers.get(consumer)
+            return FollowerPosition(0 if row is None else row.position, state.recall_generation)
+
+    def advance_consumer(
         self,
         consumer: str,
         namespace: str,
-        apply: Callable[[LogEntry], Sequence[Staged]],
-        *,
-        batch: int = 1,
-        prepare: Callable[[Sequence[LogEntry]], None] | None = None,
-        lookahead: int | None = None,
-    ) -> LogEntry | None:
-        if prepare is not None:
-            with self._reading() as shared:
-                state = self._state(shared, namespace)
-                row = state.consumers.get(consumer)
-                ahead = _log(
-                    state, 0 if row is None else row.position, max(1, batch, lookahead or 0)
-                )
-            if not ahead:
-                return None
-            prepare(ahead)
+        expected: FollowerPosition,
+        staged: Sequence[tuple[LogEntry, Sequence[Staged]]],
+    ) -> None:
+        if not staged:
+            return
+        writes = [(entry, checked(done, consumer, self)) for entry, done in staged]
         with self._changing(namespace) as state:
             row = state.consumers.get(consumer) or ConsumerRow(consumer)
-            entries = _log(state, row.position, max(1, batch))
-            if not entries:
-                state.consumers[consumer] = row
-                return None
-            for entry in entries:
-                apply_staged(state, consumer, entry, checked(apply(entry), consumer, self))
-            state.consumers[consumer] = replace(row, position=entries[-1].seq, durable=True)
-            return entries[-1]
+            now = FollowerPosition(row.position, state.recall_generation)
+            if now != expected:
+                raise ConflictError(
+                    f"consumer {consumer!r} on {namespace!r} is at {tuple(now)}, not"
+                    f" {tuple(expected)}: read the log again"
+                )
+            for entry, done in writes:
+                apply_staged(state, consumer, entry, done)
+            state.consumers[consumer] = replace(row, position=staged[-1][0].seq, durable=True)
 
     def read_records(
         self,

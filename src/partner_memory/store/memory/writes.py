@@ -23,7 +23,7 @@ from partner_memory.store.memory.state import NamespaceState
 def apply_staged(
     state: NamespaceState, consumer: str, entry: LogEntry, writes: Sequence[Staged]
 ) -> None:
-    """Write one rolling's staged writes for `consumer` (inside `follow_log`)."""
+    """Write one rolling's staged writes for `consumer` (inside `advance_consumer`)."""
     for write in writes:
         if isinstance(write, Record):
             value = json.loads(write.encoded())  # stored as JSON: read back as JSON gives it

@@ -9,9 +9,9 @@ transaction as their own writes.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from itertools import groupby
 from operator import itemgetter
 from typing import TypeVar
@@ -29,6 +29,7 @@ from partner_memory.model import (
 )
 from partner_memory.store.contract.base import (
     CommittedRolling,
+    FollowerPosition,
     ReplayStep,
     RollingCommit,
 )
@@ -41,7 +42,7 @@ from partner_memory.store.sql.base import (
     Cursor,
     SqlBase,
 )
-from partner_memory.store.sql.logged_here import LoggedHere, logged_entry
+from partner_memory.store.sql.logged_here import logged_entry
 from partner_memory.store.sql.replay import LOG_COLUMNS, log_row, write_rollings
 from partner_memory.store.sql.staged import RECORD_COLUMNS, record_from_row, write_staged
 from partner_memory.store.sql.window import (
@@ -65,32 +66,6 @@ _LOG_QUERY = f"""
 """
 
 
-#: What a consumer read of a namespace's log: the namespace's id and recall generation
-#: then, and the rollings.
-_Seen = tuple[int, int, list[LogEntry]]
-#: Consumers and namespaces whose rollings read ahead are kept (each at most a lookahead).
-LOOKED_AHEAD_KEPT = 16
-
-
-class LookedAhead:
-    """Per consumer and namespace, the rollings a round read beyond what it applied;
-    the oldest are dropped past `LOOKED_AHEAD_KEPT` (they are only read again)."""
-
-    def __init__(self) -> None:
-        self._kept: dict[tuple[str, str], _Seen] = {}
-        self._lock = threading.Lock()
-
-    def take(self, key: tuple[str, str]) -> _Seen | None:
-        with self._lock:
-            return self._kept.pop(key, None)
-
-    def keep(self, key: tuple[str, str], seen: _Seen) -> None:
-        with self._lock:
-            self._kept[key] = seen
-            while len(self._kept) > LOOKED_AHEAD_KEPT:
-                del self._kept[next(iter(self._kept))]
-
-
 class LogSql(SqlBase):
     """Rolling commit, log, consumer and totals verbs of `MemoryStore`."""
 
@@ -100,8 +75,7 @@ class LogSql(SqlBase):
             committed = self._apply_rolling(cur, namespace, namespace_id, commit, commit.drop)
             release_lease(self, cur, namespace_id, commit.holder)
         self._window_trimmed(len(commit.drop))
-        self._keep_logged(namespace, namespace_id, generation, [(commit, committed)])
-        return committed
+        return _logged(namespace, generation, [(commit, committed)])[0]
 
     def commit_replay(
         self, namespace: str, holder: str, steps: Sequence[ReplayStep]
@@ -139,26 +113,7 @@ class LogSql(SqlBase):
                     )
             release_lease(self, cur, namespace_id, holder)
         self._window_trimmed(sum(map(len, olders)))
-        logged = list(zip(rollings, committed, strict=True))
-        self._keep_logged(namespace, namespace_id, generation, logged)
-        return committed
-
-    def _keep_logged(
-        self,
-        namespace: str,
-        namespace_id: int,
-        generation: int,
-        commits: Sequence[tuple[RollingCommit, CommittedRolling]],
-    ) -> None:
-        """Keep the log entries of rollings just committed, for this process's consumers
-        (`logged_here`)."""
-        entries = [
-            logged_entry(namespace, done.seq, done.update, commit)
-            for commit, done in commits
-            if done.seq is not None and done.update is not None
-        ]
-        if entries:
-            self._logged_here().add(namespace, namespace_id, generation, entries)
+        return _logged(namespace, generation, list(zip(rollings, committed, strict=True)))
 
     def _leased(self, cur: Cursor, namespace: str, holder: str) -> tuple[int, int]:
         """The namespace's id, locked, and its recall generation, once its rolling lease is
@@ -270,47 +225,26 @@ class LogSql(SqlBase):
 
     # -- consumers -------------------------------------------------------------------
 
-    def follow_log(
+    def consumer_position(self, consumer: str, namespace: str) -> FollowerPosition:
+        with self._transaction(write=False) as cur:
+            namespace_id = self._namespace_id(cur, namespace)
+            row = self._run(
+                cur,
+                "SELECT position FROM consumers WHERE name = ? AND namespace_id = ?",
+                (consumer, namespace_id),
+            ).fetchone()
+            return FollowerPosition(int(row[0]) if row else 0, self._generation(cur, namespace_id))
+
+    def advance_consumer(
         self,
         consumer: str,
         namespace: str,
-        apply: Callable[[LogEntry], Sequence[Staged]],
-        *,
-        batch: int = 1,
-        prepare: Callable[[Sequence[LogEntry]], None] | None = None,
-        lookahead: int | None = None,
-    ) -> LogEntry | None:
-        seen: _Seen | None = None
-        looked, key = self._looked_ahead(), (consumer, namespace)
-        if prepare is not None:
-            with self._transaction(write=False) as cur:
-                namespace_id = self._namespace_id(cur, namespace)
-                # before the log: a forget committed meanwhile is then seen in the write
-                generation = self._generation(cur, namespace_id)
-                row = self._run(
-                    cur,
-                    "SELECT position FROM consumers WHERE name = ? AND namespace_id = ?",
-                    (consumer, namespace_id),
-                ).fetchone()
-                position = int(row[0]) if row else 0
-                wanted = max(1, batch, lookahead or 0)
-                # what the last round read beyond what it applied is not read again
-                known = self._still(cur, looked.take(key), namespace_id, position, generation)
-                ahead = known[:wanted]
-                if len(ahead) < wanted:
-                    after = ahead[-1].seq if ahead else position
-                    ahead += self._logged_here().after(
-                        namespace, namespace_id, generation, after, wanted - len(ahead)
-                    )
-                if len(ahead) < wanted:
-                    after = ahead[-1].seq if ahead else position
-                    ahead += self._read_log(
-                        cur, namespace, namespace_id, after, wanted - len(ahead)
-                    )
-            if not ahead:
-                return None
-            prepare(ahead)
-            seen = (namespace_id, generation, ahead)
+        expected: FollowerPosition,
+        staged: Sequence[tuple[LogEntry, Sequence[Staged]]],
+    ) -> None:
+        if not staged:
+            return
+        writes = [(entry, checked(done, consumer, self)) for entry, done in staged]
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             self._run(
@@ -319,64 +253,27 @@ class LogSql(SqlBase):
                 " ON CONFLICT (name, namespace_id) DO NOTHING",
                 (consumer, namespace_id),
             )
-            # the row lock makes two processes running the same consumer take turns;
-            # the second then finds the position moved and applies nothing twice
+            # the row lock makes two processes advancing the same consumer take turns;
+            # the second then finds the position moved and writes nothing
             row = self._run(
                 cur,
                 "SELECT position FROM consumers WHERE name = ? AND namespace_id = ?"
                 + self.dialect.lock_clause,
                 (consumer, namespace_id),
             ).fetchone()
-            position = int(row[0])
-            entries = self._still(cur, seen, namespace_id, position)[: max(1, batch)]
-            if seen is not None and entries and len(seen[2]) > len(entries):
-                looked.keep(key, (namespace_id, seen[1], seen[2]))  # for the next round
-            if not entries:
-                entries = self._read_log(cur, namespace, namespace_id, position, max(1, batch))
-            if not entries:
-                return None
-            staged = [(entry, checked(apply(entry), consumer, self)) for entry in entries]
-            write_staged(self, cur, consumer=consumer, namespace_id=namespace_id, staged=staged)
+            now = FollowerPosition(int(row[0]), self._generation(cur, namespace_id))
+            if now != expected:
+                raise ConflictError(
+                    f"consumer {consumer!r} on {namespace!r} is at {tuple(now)}, not"
+                    f" {tuple(expected)}: read the log again"
+                )
+            write_staged(self, cur, consumer=consumer, namespace_id=namespace_id, staged=writes)
             self._run(
                 cur,
                 "UPDATE consumers SET position = ?, durable = 1"
                 " WHERE name = ? AND namespace_id = ?",
-                (entries[-1].seq, consumer, namespace_id),
+                (staged[-1][0].seq, consumer, namespace_id),
             )
-        return entries[-1]
-
-    def _still(
-        self,
-        cur: Cursor,
-        seen: _Seen | None,
-        namespace_id: int,
-        position: int,
-        generation: int | None = None,
-    ) -> list[LogEntry]:
-        """The rollings read earlier that follow `position`, if reading the log again
-        would give them: the namespace is the same and no forget or reindex has moved its
-        generation on (rollings are otherwise never changed once logged, and only those
-        before every consumer's position are trimmed). Else none: read them again."""
-        if seen is None or seen[0] != namespace_id:
-            return []
-        now = self._generation(cur, namespace_id) if generation is None else generation
-        if now != seen[1]:
-            return []
-        return [entry for entry in seen[2] if entry.seq > position]
-
-    def _logged_here(self) -> LoggedHere:
-        """Rollings this store committed last, per namespace (`logged_here`)."""
-        return self._kept("_logged", LoggedHere)
-
-    def _looked_ahead(self) -> LookedAhead:
-        """Rollings read ahead for a consumer and namespace and not applied yet."""
-        return self._kept("_looked", LookedAhead)
-
-    def _kept(self, key: str, make: Callable[[], K]) -> K:
-        """This store's one `make()` under `key`, made on first use (setdefault keeps the
-        first of two threads)."""
-        found: K | None = self.__dict__.get(key)
-        return found if found is not None else self.__dict__.setdefault(key, make())
 
     def _generation(self, cur: Cursor, namespace_id: int) -> int:
         row = self._run(
@@ -534,3 +431,20 @@ def recent_slices_of(
         (namespace_id, limit),
     ).fetchall()
     return [(str(r[0]), slice_from_row(r[1:])) for r in rows]
+
+
+def _logged(
+    namespace: str, generation: int, commits: Sequence[tuple[RollingCommit, CommittedRolling]]
+) -> list[CommittedRolling]:
+    """The committed rollings with the log entries `read_log` will give for them (where
+    that is certain: `logged_here`) and the generation they were committed in."""
+    return [
+        replace(
+            done,
+            logged=None
+            if done.seq is None or done.update is None
+            else logged_entry(namespace, done.seq, done.update, commit),
+            generation=generation,
+        )
+        for commit, done in commits
+    ]

@@ -1,6 +1,6 @@
 """Shared SQL for what durable consumers stage: their records, recall rows and topics.
 
-`write_staged` runs inside `follow_log`'s transaction, beside the consumer's new
+`write_staged` runs inside `advance_consumer`'s transaction, beside the consumer's new
 position. A rolling whose unit was forgotten since it was logged writes
 nothing (what it drew from is gone).
 """

@@ -172,7 +172,7 @@ def test_no_folder_level_cycle() -> None:
 
 
 def test_no_adapter_reaches_the_store() -> None:
-    """Adapters use service verbs (`service.items`, `memory.known_ids`), so a new adapter
+    """Adapters use service verbs (`service.items`, `core.known_ids`), so a new adapter
     never grows the backend contract."""
     graph = _graph()
     reached = set()

@@ -240,15 +240,3 @@ def test_a_fifo_as_the_database_is_refused_at_once(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(ConfigurationError, match="not a regular file"):
         open_store(str(fifo))  # would block for ever on open
-
-
-def test_rollings_read_ahead_are_kept_for_a_bounded_number_of_namespaces() -> None:
-    from partner_memory.store.sql.log import LOOKED_AHEAD_KEPT, LookedAhead
-
-    looked = LookedAhead()
-    for n in range(LOOKED_AHEAD_KEPT + 3):
-        looked.keep(("recall", f"ns-{n}"), (n, 7, []))
-    assert looked.take(("recall", "ns-0")) is None  # the oldest went first
-    assert looked.take(("recall", "ns-2")) is None
-    assert looked.take(("recall", "ns-3")) == (3, 7, [])
-    assert looked.take(("recall", "ns-3")) is None  # taken: the next round reads its own

@@ -165,7 +165,7 @@ class PartnerMemory:
     def record(self, turn: TurnInput) -> Turn:
         """`record_turn` with the exchange as a value (what the interfaces pass on)."""
         with operation(n.UPDATE_MEMORY, self.namespace) as span:
-            recorded, appended = self.trajectory.record_turn_counted(turn)
+            recorded, appended = self.trajectory.record_input(turn)
             self._recorded(span, [turn.user_input, turn.assistant_output], appended)
             return recorded
 
@@ -231,11 +231,6 @@ class PartnerMemory:
         gets the same blocks at the same moment, and reading changes nothing.
         """
         return self.context_source.resolve(domains)
-
-    def known_ids(self, message_ids: Sequence[str]) -> set[str]:
-        """Which of these message ids memory holds (the window, a unit) or forgot."""
-        window = {w.message.id for w in self.window()}
-        return window & set(message_ids) | self.core.known_ids(message_ids)
 
     def window(self) -> list[WindowMessage]:
         """The conversation window (what is not rolled yet), oldest first, each message

@@ -15,17 +15,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
 from enum import Enum
 from types import UnionType
-from typing import (
-    Any,
-    ClassVar,
-    Literal,
-    Self,
-    Union,
-    cast,
-    get_args,
-    get_origin,
-    get_type_hints,
-)
+from typing import Any, ClassVar, Literal, Self, Union, cast, get_args, get_origin, get_type_hints
 
 import orjson
 

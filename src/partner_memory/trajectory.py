@@ -71,12 +71,17 @@ class Trajectory:
         self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
     ) -> Turn:
         """R10-R11: drop structured prompts, then append the user input and the assistant output."""
-        turn = TurnInput.of(user_input, assistant_output, **options)
-        return self.record_turn_counted(turn)[0]
+        return self.record_turn_counted(user_input, assistant_output, **options)[0]
 
-    def record_turn_counted(self, turn: TurnInput) -> tuple[Turn, WindowAppend]:
+    def record_turn_counted(
+        self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
+    ) -> tuple[Turn, WindowAppend]:
         """`record_turn`, also returning the window's length right after it and the
         interaction before it."""
+        return self.record_input(TurnInput.of(user_input, assistant_output, **options))
+
+    def record_input(self, turn: TurnInput) -> tuple[Turn, WindowAppend]:
+        """`record_turn_counted` with the exchange as a value."""
         now = self._clock() if turn.timestamp is None else turn.timestamp
         assistant_content, replied = markers.assistant_text(turn.assistant_output)
         user = Message(

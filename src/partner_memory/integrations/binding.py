@@ -97,9 +97,8 @@ class NamespaceBinding(_Owner):
         """Which of `ids` memory holds (window, units) or forgot; a remote memory can
         tell only its window, and refuses (ConflictError) what its units hold."""
         handle = self._handle()
-        if isinstance(handle, PartnerMemory):
-            return handle.known_ids(ids)
-        return {m.id for m in self.window()}
+        held = {m.id for m in self.window()}
+        return held | handle.core.known_ids(ids) if isinstance(handle, PartnerMemory) else held
 
     def window(self) -> list[Message]:
         """What is not rolled yet, oldest first."""

@@ -48,7 +48,7 @@ class LogFollower:
 
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
-        self._ahead = _ReadAhead()
+        self._ahead = ReadAhead()
         self._committed = _JustCommitted()
         self._turns: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
@@ -123,7 +123,7 @@ class LogFollower:
         return ahead
 
 
-class _ReadAhead:
+class ReadAhead:
     """Per consumer and namespace, the rollings a round read beyond what it applied, and
     the generation they were read in; the oldest are dropped past `LOOKED_AHEAD_KEPT`."""
 

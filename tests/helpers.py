@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
@@ -81,3 +84,17 @@ needs_locomo = pytest.mark.skipif(
     not (LOCOMO_DIR / "conv-26.json").exists() and os.environ.get("CI") != "true",
     reason=f"the LoCoMo dev files are not in {LOCOMO_DIR} (set PARTNER_MEMORY_LOCOMO_DIR)",
 )
+
+
+def run_test_module(folder: Path, name: str, source: str, *flags: str) -> CompletedProcess[str]:
+    """`source` written as the test module `name` in `folder` and run there by pytest in a
+    process of its own, as a backend's author would run it."""
+    (folder / name).write_text(source)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *flags, name],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )

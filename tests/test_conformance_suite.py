@@ -4,10 +4,11 @@ a `store` fixture and nothing of this repository's tests - and it fails a wrong 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_test_module
 
 MODULE = '''
 import pytest
@@ -35,16 +36,7 @@ class TestBackend(StoreContract):
 
 
 def _run(tmp_path: Path, backend: str) -> subprocess.CompletedProcess[str]:
-    module = tmp_path / "test_my_backend.py"
-    module.write_text(MODULE.replace("{backend}", backend))
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", module.name],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return run_test_module(tmp_path, "test_my_backend.py", MODULE.replace("{backend}", backend))
 
 
 @pytest.mark.parametrize("kind", ["InMemoryStore", "Careless"])

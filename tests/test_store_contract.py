@@ -10,6 +10,7 @@ from partner_memory.model import MemorySlice
 from partner_memory.store import MemoryStore, open_store, supports
 from partner_memory.store.contract.capabilities import CAPABILITIES
 from partner_memory.testing import StoreContract
+from partner_memory.testing.report import verbs
 from tests.helpers import messages
 
 
@@ -113,11 +114,7 @@ def test_messages_of_an_older_schema_are_found_by_id_after_migration(store_url: 
 
 
 def _verbs(protocol: type) -> set[str]:
-    return {
-        name
-        for name, value in vars(protocol).items()
-        if not name.startswith("_") and (callable(value) or isinstance(value, property))
-    }
+    return set(verbs(protocol))
 
 
 def test_the_shipped_suite_reaches_every_verb() -> None:

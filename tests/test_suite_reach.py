@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from partner_memory.store.contract.capabilities import CAPABILITIES
 from partner_memory.testing.report import LAYERS, verbs
+from tests.helpers import run_test_module
 
 MODULE = '''
 import json
@@ -65,16 +65,7 @@ class TestRecorded(StoreContract):
 
 
 def _suite(folder: Path, name: str, source: str) -> subprocess.CompletedProcess[str]:
-    """The module run by pytest in its own process, as its author would run it."""
-    (folder / name).write_text(source)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", name],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    done = run_test_module(folder, name, source, "-rA")
     assert done.returncode == 0, done.stdout[-3000:]
     return done
 

@@ -227,13 +227,13 @@ class LogSql(SqlBase):
 
     def consumer_position(self, consumer: str, namespace: str) -> FollowerPosition:
         with self._transaction(write=False) as cur:
-            namespace_id = self._namespace_id(cur, namespace)
+            namespace_id, generation = self._namespace_row(cur, namespace, "id, recall_generation")
             row = self._run(
                 cur,
                 "SELECT position FROM consumers WHERE name = ? AND namespace_id = ?",
                 (consumer, namespace_id),
             ).fetchone()
-            return FollowerPosition(int(row[0]) if row else 0, self._generation(cur, namespace_id))
+            return FollowerPosition(int(row[0]) if row else 0, int(generation))
 
     def advance_consumer(
         self,

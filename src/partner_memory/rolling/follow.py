@@ -87,9 +87,9 @@ class LogFollower:
         rollings (`batch` if not given)."""
         with self._turn(consumer, namespace):
             prepared = prepare is None
+            wanted = max(1, batch, (lookahead or 0) if prepare is not None else 0)
             for _ in range(MAX_RACES):
                 at = self._store.consumer_position(consumer, namespace)
-                wanted = max(1, batch, (lookahead or 0) if prepare is not None else 0)
                 ahead = self._next(consumer, namespace, at, wanted)
                 if not ahead:
                     return None

@@ -85,9 +85,10 @@ def opener(scheme: str) -> Opener:
     found = BUILT_IN.get(scheme)
     if found is not None:
         return found
-    point = declared().get(scheme)
+    points = declared()
+    point = points.get(scheme)
     if point is None:
-        known = ", ".join(sorted({*BUILT_IN, *declared()}))
+        known = ", ".join(sorted({*BUILT_IN, *points}))
         raise ConfigurationError(
             f"unsupported database URL scheme {scheme!r} in --db / PARTNER_MEMORY_DB;"
             f" use a SQLite file path or one of: {known} (a backend of another package"

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from itertools import groupby
 from operator import itemgetter
-from typing import TypeVar
 
 from partner_memory.errors import ConflictError
 from partner_memory.model import (
@@ -51,8 +50,6 @@ from partner_memory.store.sql.window import (
     release_lease,
     remove_window,
 )
-
-K = TypeVar("K")
 
 #: How many of the latest fallback reasons `rolling_totals` returns.
 RECENT_FALLBACKS = 5

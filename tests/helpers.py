@@ -85,6 +85,18 @@ needs_locomo = pytest.mark.skipif(
     reason=f"the LoCoMo dev files are not in {LOCOMO_DIR} (set PARTNER_MEMORY_LOCOMO_DIR)",
 )
 
+#: The BEAM 100K conversations: PARTNER_MEMORY_BEAM_DIR, else shared/ beside the clone.
+BEAM_DIR = Path(
+    os.environ.get(
+        "PARTNER_MEMORY_BEAM_DIR",
+        Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "beam-100k",
+    )
+)
+needs_beam = pytest.mark.skipif(
+    not (BEAM_DIR / "1" / "chat.json").exists() and os.environ.get("CI") != "true",
+    reason=f"the BEAM files are not in {BEAM_DIR} (set PARTNER_MEMORY_BEAM_DIR)",
+)
+
 
 def run_test_module(folder: Path, name: str, source: str, *flags: str) -> CompletedProcess[str]:
     """`source` written as the test module `name` in `folder` and run there by pytest in a

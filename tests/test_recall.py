@@ -13,7 +13,7 @@ from partner_memory.cli import app
 from partner_memory.interop import copy_memory, import_partner_state
 from partner_memory.recall.results import RecallResult
 from partner_memory.store import MemoryStore, open_store
-from tests.helpers import LOCOMO_DIR, needs_locomo, raw_sql
+from tests.helpers import BEAM_DIR, LOCOMO_DIR, needs_beam, needs_locomo, raw_sql
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "partner-state"
 DAY = 86_400_000
@@ -180,6 +180,56 @@ def test_bench_locomo_through_the_whole_pipeline(tmp_path: Path) -> None:
     empty = CliRunner().invoke(app, ["bench", "locomo", str(tmp_path)])
     assert empty.exit_code == 4
     assert "no LoCoMo conversation" in empty.output
+
+
+def test_no_message_is_found_twice_when_a_rolling_keeps_it_in_the_window(
+    store: MemoryStore,
+) -> None:
+    """A rolling keeps the window's last messages held while they are stored: recall
+    gives each message once, the stored copy (with its unit), and still k of them."""
+    with PartnerMemory(store, "dupes", idle_timer=False) as memory:
+        for i in range(36):
+            memory.record_turn(f"garden note {i} about tomatoes", f"reply {i} about the garden")
+        memory.roll_now()
+        memory.wait()
+        held = {h.message.id for h in memory.window()}
+        units = memory.core.list_units().units
+        stored = {m.id for u in units for m in memory.core.read_messages(u.id)}
+        assert held & stored, "the rolling kept no message in the window: nothing to test"
+        for k in (5, 40, 100):
+            hits = memory.recall("garden", k=k, activate=False).hits
+            ids = [h.message.id for h in hits]
+            assert len(ids) == len(set(ids)) == min(k, 72)
+            for hit in hits:
+                if hit.message.id in stored:
+                    assert hit.unit_id is not None
+
+
+@needs_beam
+def test_bench_beam_scores_each_ability_beside_plain_bm25(tmp_path: Path) -> None:
+    """Two BEAM conversations through the whole pipeline, with the folds and the paired
+    intervals printed."""
+    import json
+    import shutil
+
+    for name in ("1", "2"):
+        shutil.copytree(BEAM_DIR / name, tmp_path / "beam" / name)
+    done = CliRunner().invoke(app, ["bench", "beam", str(tmp_path / "beam"), "--json"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    assert [s["name"] for s in report["systems"]] == ["recall", "BM25 messages"]
+    assert report["conversations"] == 2
+    assert report["questions"] > 25
+    ours = report["systems"][0]
+    assert {"knowledge_update", "temporal_reasoning"} <= set(ours["recall_at"]["10"])
+    assert set(ours["by_conversation"]) == {"1", "2"}
+    assert {p["conversation"] for p in report["paired"]} == {"1", "2", "all"}
+    shown = CliRunner().invoke(app, ["bench", "beam", str(tmp_path / "beam"), "--folds"])
+    assert shown.exit_code == 0, shown.output
+    assert "R@10 per conversation" in shown.output
+    assert "paired R@10 difference" in shown.output
+    empty = CliRunner().invoke(app, ["bench", "beam", str(tmp_path / "none")])
+    assert empty.exit_code != 0
 
 
 def test_what_recall_found_enters_the_context(store: MemoryStore) -> None:

@@ -139,13 +139,13 @@ def _texts(memory: PartnerMemory, query: str, **options: object) -> list[str]:
 def test_a_time_alone_lists_what_was_said_then(store: MemoryStore) -> None:
     with PartnerMemory(store, "agent", idle_timer=False) as memory:
         _three_days(memory)
-        yesterday = ["I repaired the garden fence", "Did you bake anything after?"]
+        yesterday = ["Did you bake anything after?", "I repaired the garden fence"]  # newest first
         assert _texts(memory, "what happened yesterday") == yesterday
         assert _texts(memory, "昨天发生了什么") == yesterday
         found = memory.recall("what did we talk about on 1 May 2023")
         assert [h.message.content for h in found.hits] == [
-            "We baked sourdough bread together",
             "The crust looked perfect",
+            "We baked sourdough bread together",
         ]
         assert found.date_range is not None
         assert found.date_range.to_dict() == {
@@ -261,3 +261,51 @@ def test_a_message_is_found_under_the_day_it_points_to(store: MemoryStore) -> No
         assert found[0] == "I went to the support group yesterday"
         found = _texts(memory, "the support group on 8 May 2023", dates=False)
         assert found[0] == "I went to the support group today"
+
+
+@pytest.mark.parametrize(
+    ("said", "asked"),
+    [
+        ("I went to the support group yesterday", "the support group on 7 May 2023"),
+        ("I ran a charity race last Saturday", "the charity race on 6 May 2023"),
+        ("We move to Lisbon next month", "the move to Lisbon in June 2023"),
+    ],
+)
+def test_a_question_naming_a_date_finds_what_was_said_relative_to_it(
+    store: MemoryStore, said: str, asked: str
+) -> None:
+    """Said on Monday 8 May 2023: "yesterday", "last Saturday" and "next month" name the
+    7th, the 6th and June; a question naming that date finds the message first, before
+    one that merely shares its words on another day."""
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        at = _ms("2023-05-08 18:00")
+        subject = " ".join(said.split()[:5])
+        memory.record_messages(
+            [
+                Message("user", f"{subject} is on my mind", timestamp=at - 40 * 24 * HOUR),
+                Message("user", said, timestamp=at),
+                Message("assistant", "Good to know", timestamp=at + 1000),
+            ]
+        )
+        memory.roll_now()
+        memory.wait()
+        found = memory.recall(asked, k=3)
+        assert found.hits[0].message.content == said, [h.message.content for h in found.hits]
+
+
+def test_a_date_alone_lists_the_newest_first_and_a_number_beside_a_day_is_a_word(
+    store: MemoryStore,
+) -> None:
+    with PartnerMemory(store, "agent", idle_timer=False) as memory:
+        at = _ms("2023-05-08 09:00")
+        memory.record_messages(
+            [Message("user", f"today {i}", timestamp=at + i * HOUR) for i in range(5)]
+            + [Message("user", f"yesterday {i}", timestamp=at - 24 * HOUR + i) for i in range(2)]
+        )
+        listed = _texts(memory, "what did I say today")
+        assert listed == [f"today {i}" for i in (4, 3, 2, 1, 0)]
+        found = memory.recall("today 1", k=3)
+        assert found.hits[0].message.content == "today 1"
+        assert found.date_range is not None
+        assert found.date_range.cue == "today"
+        assert found.date_range.mode == "preferred"

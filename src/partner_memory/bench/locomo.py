@@ -11,16 +11,20 @@ analysis, so the figures say what meaning and the rest add.
 from __future__ import annotations
 
 import json
-import statistics
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from partner_memory.bench.scores import (
+    KS,
+    EvidenceReport,
+    Tally,
+    choose_on_folds,
+    paired,
+    timed,
+)
 from partner_memory.errors import InvalidInputError
 from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.memory import PartnerMemory
-from partner_memory.model import Record
 from partner_memory.recall.analyze import analyze, terms
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.engine import RecallEngine
@@ -28,50 +32,7 @@ from partner_memory.recall.searcher import Doc, Search
 from partner_memory.recall.tantivy_index import Scoring, TantivyIndex
 from partner_memory.store.contract.base import MemoryStore
 
-KS = (5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-
-
-@dataclass(slots=True)
-class SystemScore(Record):
-    """One system's evidence recall: per k (as text), per category name and "all"."""
-
-    name: str
-    recall_at: dict[str, dict[str, float]] = field(default_factory=dict)
-    p50_ms: float = 0.0
-    p99_ms: float = 0.0
-
-
-@dataclass(slots=True)
-class LocomoReport(Record):
-    conversations: int
-    questions: int
-    systems: list[SystemScore]
-
-
-@dataclass(slots=True)
-class _Tally:
-    found: dict[int, dict[str, list[float]]] = field(default_factory=lambda: {k: {} for k in KS})
-    latencies: list[float] = field(default_factory=list)
-
-    def add(self, category: str, evidence: set[str], ranked: list[str], ms: float) -> None:
-        self.latencies.append(ms)
-        for k in KS:
-            share = len(evidence & set(ranked[:k])) / len(evidence)
-            for bucket in (category, "all"):
-                self.found[k].setdefault(bucket, []).append(share)
-
-    def score(self, name: str) -> SystemScore:
-        ordered = sorted(self.latencies)
-        return SystemScore(
-            name,
-            {
-                str(k): {c: sum(v) / len(v) for c, v in buckets.items()}
-                for k, buckets in self.found.items()
-            },
-            statistics.median(ordered) if ordered else 0.0,
-            ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))] if ordered else 0.0,
-        )
 
 
 def _questions(path: Path) -> Iterable[tuple[str, str, set[str]]]:
@@ -94,12 +55,16 @@ def run_locomo(
     *,
     progress: Callable[[str], None] | None = None,
     embeddings: EmbeddingSettings | None = None,
-) -> LocomoReport:
+    fusion_grid: Sequence[float] = (),
+) -> EvidenceReport:
+    """`fusion_grid`: also ask each question with each of these weights of the order by
+    meaning (`Search.fusion`), and choose one leaving each conversation out."""
     files = sorted(directory.glob("*.json"))
     if not files:
         raise InvalidInputError(f"{directory}: no LoCoMo conversation (*.json) files")
-    ours, words, baseline = _Tally(), _Tally(), _Tally()
+    ours, words, baseline = Tally(), Tally(), Tally()
     by_words = RecallEngine(store)  # no embedder: the namespace's vectors go unused
+    tried = {w: Tally() for w in fusion_grid}
     questions = 0
     for path in files:
         if progress:
@@ -116,25 +81,28 @@ def run_locomo(
         ) as memory:
             ingest(memory, transcript, clock)
             memory.wait()
+            analysis = memory.service.analysis
+            weighted = {w: RecallEngine(store, analysis, fusion=w) for w in fusion_grid}
             for category, question, evidence in _questions(path):
                 questions += 1
-                began = time.perf_counter()
-                found = memory.recall(question, k=max(KS))
-                spent = (time.perf_counter() - began) * 1000
+                found, spent = timed(memory.recall, question, k=max(KS))
                 ranked = [str(h.message.metadata.get("dia_id")) for h in found.hits]
-                ours.add(category, evidence, ranked, spent)
-                began = time.perf_counter()
-                found = by_words.recall(path.stem, question, k=max(KS))
-                spent = (time.perf_counter() - began) * 1000
+                ours.add(path.stem, category, evidence, ranked, spent)
+                found, spent = timed(by_words.recall, path.stem, question, k=max(KS))
                 ranked = [str(h.message.metadata.get("dia_id")) for h in found.hits]
-                words.add(category, evidence, ranked, spent)
-                began = time.perf_counter()
-                hits = plain.search(Search(terms(question), k=max(KS)))
-                spent = (time.perf_counter() - began) * 1000
+                words.add(path.stem, category, evidence, ranked, spent)
+                hits, spent = timed(plain.search, Search(terms(question), k=max(KS)))
                 ranked = [turn[int(str(h.place[0]))] for h in hits]
-                baseline.add(category, evidence, ranked, spent)
-    return LocomoReport(
+                baseline.add(path.stem, category, evidence, ranked, spent)
+                for w, engine in weighted.items():
+                    found = engine.recall(path.stem, question, k=max(KS), activate=False)
+                    ranked = [str(h.message.metadata.get("dia_id")) for h in found.hits]
+                    tried[w].add(path.stem, category, evidence, ranked, 0.0)
+    return EvidenceReport(
         len(files),
         questions,
         [ours.score("recall"), words.score("recall, words"), baseline.score("BM25 turns")],
+        paired(ours, words, ("recall", "recall, words"))
+        + paired(ours, baseline, ("recall", "BM25 turns")),
+        choose_on_folds(tried) if tried else [],
     )

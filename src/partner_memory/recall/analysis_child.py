@@ -13,12 +13,15 @@ from typing import IO
 from partner_memory.recall.analysis_worker import Request, WorkerSpec, received
 from partner_memory.recall.analyze import RecallAnalysis
 from partner_memory.recall.embed import StaticEmbedder
+from partner_memory.recall.encoder import shared_encoder
 from partner_memory.rolling.summarize import ExtractiveSummarizer, load_segmenter
 
 
 def _analysis(spec: WorkerSpec) -> RecallAnalysis:
     if spec[0] == "static":
         analysis = RecallAnalysis(StaticEmbedder(int(spec[1])), worker=False)
+    elif spec[0] == "encoder":
+        analysis = RecallAnalysis(shared_encoder(str(spec[1])), worker=False)
     elif spec[0] == "none":
         analysis = RecallAnalysis(None, worker=False)
     else:

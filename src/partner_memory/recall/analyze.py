@@ -37,6 +37,7 @@ from partner_memory.recall.embed import (
     embed_bounded,
     pack,
 )
+from partner_memory.recall.encoder import EncoderEmbedder
 from partner_memory.recall.said_dates import pointed_dates
 from partner_memory.store.contract.staged import RecallRow
 
@@ -227,6 +228,8 @@ class RecallAnalysis:
             return ("none",)
         if type(self.embedder) is StaticEmbedder:
             return ("static", self.embedder.dimensions)
+        if type(self.embedder) is EncoderEmbedder:
+            return ("encoder", self.embedder.model)
         return None
 
     @property

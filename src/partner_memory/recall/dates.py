@@ -67,10 +67,15 @@ def find_date_cue(query: str, now_ms: int) -> DateCue | None:
     for text, moment in found:
         if not _plausible(text, query):
             continue
-        period = _parser(now).get_date_data(text).period or "day"
+        cue = _DAY_AND_NUMBER.sub(r"\1", text.strip())  # "today 1": the 1 is a word
+        period = _parser(now).get_date_data(cue).period or "day"
         since, until = _bounds(moment, period)
-        return DateCue(_FILLER.sub("", text.strip()), _ms(since), _ms(until))
+        return DateCue(_FILLER.sub("", cue), _ms(since), _ms(until))
     return None
+
+
+#: A day word that dateparser read together with a number after it ("today 1").
+_DAY_AND_NUMBER = re.compile(r"^(.*\b(?:today|yesterday|tomorrow|tonight))\s+\d+$", re.IGNORECASE)
 
 
 def _plausible(text: str, query: str) -> bool:

@@ -62,7 +62,11 @@ class Embedder(Protocol):
     def name(self) -> str: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """One float32 row per text."""
+        """One float32 row per text (what is remembered)."""
+        ...
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """One row per question (an asymmetric model reads questions its own way)."""
         ...
 
     def warm(self) -> None:
@@ -151,6 +155,9 @@ class StaticEmbedder:
             return self._chunks.embed(texts)
         return np.asarray(self._model.embed(list(texts), norm=False), dtype=np.float32)
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
+
 
 #: The wheel's model: its widest vectors, the weights' tensor, and its files (as
 #: WordLlama's loader names them under its package directory).
@@ -215,14 +222,19 @@ class EndpointEmbedder:
             )
         return matrix
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
+
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingSettings:
     """Which embedder recall uses, read from PARTNER_MEMORY_EMBEDDINGS* when asked.
 
-    `PARTNER_MEMORY_EMBEDDINGS`: `static` (the default), `off`, or `endpoint` (also
-    chosen by setting `PARTNER_MEMORY_EMBEDDINGS_BASE_URL`, with `..._MODEL` and
-    optionally `..._API_KEY`). `PARTNER_MEMORY_ANALYSIS_WORKER=off` keeps an
+    `PARTNER_MEMORY_EMBEDDINGS`: `static` (the default), `off`, `encoder` (a sentence
+    encoder run here, `recall.encoder`; `..._MODEL` names a directory or package, the
+    `encoder` extra's by default), or `endpoint` (also chosen by setting
+    `PARTNER_MEMORY_EMBEDDINGS_BASE_URL`, with `..._MODEL` and optionally
+    `..._API_KEY`). `PARTNER_MEMORY_ANALYSIS_WORKER=off` keeps an
     ingest's or a busy service's analysis and summaries in its own process
     (`analysis_worker`)."""
 
@@ -240,9 +252,9 @@ class EmbeddingSettings:
         base_url = env.get("PARTNER_MEMORY_EMBEDDINGS_BASE_URL", "").strip()
         kind = env.get("PARTNER_MEMORY_EMBEDDINGS", "").strip().lower()
         kind = kind or ("endpoint" if base_url else "static")
-        if kind not in ("static", "off", "endpoint"):
+        if kind not in KINDS:
             raise ConfigurationError(
-                f"PARTNER_MEMORY_EMBEDDINGS must be static, off or endpoint, got {kind!r}"
+                f"PARTNER_MEMORY_EMBEDDINGS must be one of {', '.join(KINDS)}, got {kind!r}"
             )
         switch = env.get("PARTNER_MEMORY_ANALYSIS_WORKER", "on").strip().lower() or "on"
         if switch not in _SWITCH:
@@ -250,9 +262,11 @@ class EmbeddingSettings:
                 f"PARTNER_MEMORY_ANALYSIS_WORKER must be on or off, got {switch!r}"
             )
         worker = _SWITCH[switch]
+        model = env.get("PARTNER_MEMORY_EMBEDDINGS_MODEL", "").strip()
+        if kind == "encoder":
+            return cls.encoder(model, analysis_worker=worker)
         if kind != "endpoint":
             return cls(kind, analysis_worker=worker)
-        model = env.get("PARTNER_MEMORY_EMBEDDINGS_MODEL", "").strip()
         if not base_url or not model:
             raise ConfigurationError(
                 "embeddings from an endpoint need PARTNER_MEMORY_EMBEDDINGS_BASE_URL"
@@ -261,12 +275,29 @@ class EmbeddingSettings:
         api_key = env.get("PARTNER_MEMORY_EMBEDDINGS_API_KEY", "").strip() or "not-needed"
         return cls(kind, base_url, model, api_key, analysis_worker=worker)
 
+    @classmethod
+    def encoder(cls, model: str = "", *, analysis_worker: bool = True) -> EmbeddingSettings:
+        """A sentence encoder run here (`recall.encoder`): `model` a directory or an
+        installed package ("" the default); a `ConfigurationError` now if it is missing."""
+        from partner_memory.recall.encoder import locate
+
+        locate(model)
+        return cls("encoder", model=model, analysis_worker=analysis_worker)
+
     def embedder(self) -> Embedder | None:
         if self.kind == "off":
             return None
         if self.kind == "endpoint":
             return EndpointEmbedder(self)
+        if self.kind == "encoder":
+            from partner_memory.recall.encoder import shared_encoder
+
+            return shared_encoder(self.model)
         return _static()
+
+
+#: The embedders `PARTNER_MEMORY_EMBEDDINGS` chooses from.
+KINDS = ("static", "encoder", "endpoint", "off")
 
 
 _SWITCH = {"on": True, "1": True, "true": True, "off": False, "0": False, "false": False}
@@ -284,8 +315,9 @@ def _static() -> StaticEmbedder:
         return _STATIC[0]
 
 
-def embed_bounded(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-    """`embedder.embed(texts)` with bounded work per text and per call (module docstring)."""
+def embed_bounded(embedder: Embedder, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
+    """`embedder.embed(texts)` (`embed_queries` for questions) with bounded work per text
+    and per call (module docstring)."""
     import numpy as np
 
     pieces: list[str] = []
@@ -295,13 +327,14 @@ def embed_bounded(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
         for start in range(0, max(len(read), 1), EMBED_PIECE_CHARS):
             pieces.append(read[start : start + EMBED_PIECE_CHARS])
             owners.append(owner)
+    embed = embedder.embed_queries if query else embedder.embed
     if not pieces:
-        return embedder.embed([])
+        return embed([])
     order = sorted(range(len(pieces)), key=lambda k: len(pieces[k]))
     made: np.ndarray | None = None
     for start in range(0, len(order), EMBED_BATCH):
         batch = order[start : start + EMBED_BATCH]
-        vectors = embedder.embed([pieces[k] for k in batch])
+        vectors = embed([pieces[k] for k in batch])
         if made is None:
             made = np.zeros((len(pieces), vectors.shape[1]), dtype=np.float32)
         made[batch] = vectors

@@ -19,13 +19,13 @@ from partner_memory.recall.index_layout import (
     BLOCK_SCHEMA,
     MESSAGE_KIND,
     NO_TIME,
-    OWN_REPEAT,
     SCHEMA,
     IndexPart,
     IndexState,
     block_id,
     hash_number,
     message_key,
+    read_with_neighbours,
 )
 from partner_memory.recall.searcher import Doc
 from partner_memory.recall.vector_graph import VectorGraph
@@ -148,9 +148,7 @@ def _add_unit(
         beside = [
             known[position + s] for s in range(-reach, reach + 1) if s and position + s in known
         ]
-        text = [*doc.terms] * (OWN_REPEAT if reach else 1)
-        for other in beside:
-            text.extend(other.terms)
+        text = read_with_neighbours(list(doc.terms), [list(o.terms) for o in beside], reach)
         key = message_key(unit, position)
         if position in lengths:
             state.tokens -= lengths[position]

@@ -172,7 +172,10 @@ def rank(
     those candidates (None when none has one). A candidate's score is its words' score
     over the best, plus `unit_weight` times its block's over the best block's, times
     the speaker and date boosts; the best are then rescored by meaning (with
-    feedback), and a gathering question's are spread over its sessions."""
+    feedback); those found by meaning alone (closer to the question than anything its
+    words found, `TantivyIndex._by_meaning`) are raised by `search.fusion` times the
+    best score of those the words found (1: they lead); a gathering question's are
+    spread over its sessions."""
     import numpy as np
 
     final = pool.score / (pool.score.max() or 1.0)
@@ -205,10 +208,23 @@ def rank(
                     moved = question + scoring.feedback * matrix[leaders].mean(axis=0)
                     gained = scaled(matrix @ unit_vector(moved))
             best_score = best_score + scoring.dense_weight * gained
+    if dense and search.fusion > 0:
+        best_score = raised(best_score, pool.score[best] == 0, search.fusion)
     ranked = np.lexsort((np.arange(len(best_score)), -best_score))
     if search.spread and scoring.spread != 1.0:
         ranked = spread(ranked, best_score, pool.block[best], scoring.spread, search.k)
     return [(int(best[i]), float(best_score[i])) for i in ranked[: search.k]]
+
+
+def raised(score: np.ndarray, alone: np.ndarray, weight: float) -> np.ndarray:
+    """`score` with the candidates found by meaning `alone` raised by `weight` times the
+    best score of the others."""
+    import numpy as np
+
+    if not alone.any() or alone.all():
+        return score
+    result: np.ndarray = np.where(alone, score + weight * float(score[~alone].max()), score)
+    return result
 
 
 def preferred(pool: Pool, search: Search) -> np.ndarray | None:

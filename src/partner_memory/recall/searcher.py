@@ -65,7 +65,15 @@ class Search:
     prefer: tuple[int | None, int | None] | None = None
     #: The question's meaning, from the embedder that made the messages' vectors.
     vector: np.ndarray | None = None
+    #: How far the messages found by meaning alone (closer to the question than all its
+    #: words found) are raised: times the best words' score (`ranking.raised`; 1: they
+    #: lead, 0: they rank by meaning's rescoring alone), unless one of the best found
+    #: by words holds two of the question's terms (`RecallEngine`'s `fusion`).
+    fusion: float = 0.0
     fill: bool = False
+    #: The fill in time order newest first (a date asked for alone), else oldest first
+    #: (a topic's story).
+    newest_first: bool = False
     #: Only messages of these (unit id, start, end) ranges (a topic's slices).
     within: Sequence[tuple[str, int, int]] | None = None
     #: The window's messages, searched with the stored ones.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,6 +165,8 @@ class TantivyIndex:
         if words and self.scoring.unit_weight:  # the sessions' scores, while meaning adds
             ask = pool.block if near is None else np.union1d(pool.block, near.docs.block)
             blocks = _Blocks(_beside().submit(self._block_scores, words, ask), ask)
+        if dense and search.fusion and self._words_hold_two(searcher, pool, words, search):
+            search = replace(search, fusion=0.0)  # the words found what was asked
         if dense:
             pool = pool + self._by_meaning(searcher, search, pool, near)
         if len(pool):
@@ -172,6 +174,29 @@ class TantivyIndex:
         if search.fill and (search.bounded or search.within is not None) and len(hits) < search.k:
             hits += by_time(searcher, search, {h.place for h in hits}, self._filters(search))
         return hits
+
+    def _words_hold_two(
+        self, searcher: tantivy.Searcher, pool: Pool, words: list[str], search: Search
+    ) -> bool:
+        """Whether one of the best candidates by words holds two of the question's terms
+        or more (its words then say what was asked; `Search.fusion` is for when they do
+        not: a paraphrase, or a word shared by chance)."""
+        import numpy as np
+
+        if len(set(words)) < 2 or not len(pool):
+            return False
+        asked = set(words)
+        window = {d.position: d.terms for d in search.window}
+        for i in np.argsort(-pool.score, kind="stable")[:WORDS_CHECKED]:
+            place = pool.place[i]
+            if place is not None:
+                held = set(window.get(place[1], ()))
+            else:
+                own = searcher.doc(pool.address[i]).get_first("own")
+                held = set(bytes(own or b"").decode().split())
+            if len(held & asked) >= 2:
+                return True
+        return False
 
     def _filters(self, search: Search) -> list[tuple[tantivy.Occur, tantivy.Query]]:
         must = tantivy.Occur.Must
@@ -398,6 +423,9 @@ class _Near:
     cosine: np.ndarray
     docs: Pool
 
+
+#: The best candidates by words looked at for two of the question's terms.
+WORDS_CHECKED = 10
 
 #: By process: a forked child makes its own (the parent's threads do not exist in it).
 _POOLS: dict[int, ThreadPoolExecutor] = {}

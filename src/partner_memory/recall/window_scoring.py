@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import tantivy
 
 from partner_memory.recall.index_layout import (
-    OWN_REPEAT,
     WINDOW_BLOCK,
     IndexState,
+    read_with_neighbours,
     speaker_number,
 )
 from partner_memory.recall.ranking import MEANING_CANDIDATES, Pool, Scoring, bm25, unit_vector
@@ -37,10 +37,8 @@ def window_candidates(
     reach = scoring.neighbours
     texts: list[list[str]] = []
     for i, doc in enumerate(docs):
-        text = [*doc.terms] * (OWN_REPEAT if reach else 1)
-        for other in [*docs[max(0, i - reach) : i], *docs[i + 1 : i + 1 + reach]]:
-            text.extend(other.terms)
-        texts.append(text)
+        beside = [*docs[max(0, i - reach) : i], *docs[i + 1 : i + 1 + reach]]
+        texts.append(read_with_neighbours(list(doc.terms), [list(o.terms) for o in beside], reach))
     documents = searcher.num_docs + len(docs)
     average = (state.tokens + sum(len(t) for t in texts)) / max(1, documents)
     df = {w: searcher.doc_freq("text", w) + sum(1 for t in texts if w in t) for w in words}

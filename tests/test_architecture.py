@@ -201,6 +201,7 @@ def test_the_architecture_map_is_short_and_names_what_exists() -> None:
     assert named
     everywhere = {str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")}
     tests = {f"tests/{p.name}" for p in (ROOT.parent.parent / "tests").glob("*.py")}
+    tests |= {f"benchmarks/{p.name}" for p in (ROOT.parent.parent / "benchmarks").glob("*.py")}
     missing = {
         name
         for name in named

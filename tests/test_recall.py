@@ -258,3 +258,21 @@ def test_what_recall_found_enters_the_context(store: MemoryStore) -> None:
         memory.recall("Kyoto spring")
         assert "Kyoto" in (block() or "")
         assert "recalled for 'Kyoto spring'" in (block() or "")
+
+
+def test_the_readme_examples_find_what_they_promise(store: MemoryStore) -> None:
+    """The library example's turns, then its question and the client example's."""
+    with PartnerMemory(store, "agent-42/user-7", idle_timer=False) as memory:
+        memory.record_turn(
+            "I'm off to Kyoto in April, and I don't eat seafood.",
+            "Noted: no seafood. Book early, it's cherry-blossom season.",
+            source="USER: Mei",
+        )
+        memory.record_turn("Are you there?", "NO_REPLY")
+        for rolled in (False, True):
+            if rolled:
+                memory.roll_now()
+                memory.wait()
+            for question in ("where is Mei travelling?", "when is the Kyoto trip?"):
+                hits = memory.recall(question, k=5).hits
+                assert hits[0].message.text.startswith("I'm off to Kyoto"), (question, rolled)

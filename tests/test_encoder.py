@@ -217,7 +217,8 @@ def test_the_analysis_worker_loads_the_same_encoder(tmp_path: Path) -> None:
 @needs_package
 @pytest.mark.slow
 def test_a_paraphrase_is_found_by_meaning_alone_among_100k_messages() -> None:
-    """The index itself at 100,000 messages (through its HNSW graph): each ordinary
+    """The index itself at 100,000 messages (past its float copy: the signed-byte scan
+    that stands before the HNSW graph, `vector_graph.SCANNED_ROWS`): each ordinary
     message one of 400 ordinary sentences, its vector moved by noise (cosine ~0.9 to
     the sentence's: embedding 100,000 texts would take the test an hour), and one
     remembered sentence that shares no word with the question."""
@@ -254,7 +255,7 @@ def test_a_paraphrase_is_found_by_meaning_alone_among_100k_messages() -> None:
             docs.append(Doc("u", i, terms(filler[i % len(filler)]), vector=noisy))
         index.add(docs)
     assert index.state.graph is not None
-    assert index.state.graph_rows > at  # it is found through the graph
+    assert index.state.graph_rows > at  # among the rows the graph holds
     question = embedder.embed_queries([asked])[0]
     own = np.asarray(index._vectors.own(index.state, 0), dtype=np.float32)
     cosine = (own / np.linalg.norm(own, axis=1, keepdims=True)) @ (

@@ -22,6 +22,7 @@ WIDTH = 32
 def small_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vector_graph, "EXACT_ROWS", 100)
     monkeypatch.setattr(vector_graph, "GRAPH_TAIL", 60)
+    monkeypatch.setattr(vector_graph, "SCANNED_ROWS", 0)  # the graph itself is searched
 
 
 def _vectors(count: int, seed: int) -> np.ndarray:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import tantivy
 
+from partner_memory.recall import vector_graph
 from partner_memory.recall.index_layout import (
     BLOCK_SCHEMA,
     INDEX_FORMAT,
@@ -293,7 +294,12 @@ class TantivyIndex:
         if state.graph is None or not state.graph_rows:
             return rows, cosine
         query = pack(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
-        keys, near = self._graph.nearest(state.graph, query, count)
+        if state.graph_rows <= vector_graph.SCANNED_ROWS:  # every row, exactly
+            keys, near = vector_graph.scan(
+                self._vectors.own(state, 0)[: state.graph_rows], query, count
+            )
+        else:
+            keys, near = self._graph.nearest(state.graph, query, count)
         rows, cosine = np.concatenate([keys, rows]), np.concatenate([near, cosine])
         order = np.argsort(-cosine, kind="stable")[:count]
         return rows[order], cosine[order]

@@ -31,6 +31,11 @@ GRAPH_TAIL = 50_000
 #: then 512 wide (`tests/test_encoder`); ~2 ms a search at 100,000. Tight clusters of
 #: near-repeats (cosine ~0.99 to each other) can still hide a node from the search.
 CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH = 16, 64, 1024
+#: Rows compared exactly, as signed bytes (usearch's SIMD scan, no float copy), before
+#: the graph is searched instead: a question's one answer far from ordinary talk (an
+#: outlier, which HNSW links poorly) was missed by the graph now and then at 100,000
+#: rows in 400 clusters even 1024 wide; the scan always finds it (~10-25 ms at 100,000).
+SCANNED_ROWS = 150_000
 #: Rows added in one batch from which the graph is built in two threads.
 PARALLEL_ROWS = 10_000
 #: The graph when the index is in memory (it is never saved).
@@ -128,3 +133,24 @@ class VectorGraph:
             expansion_add=EXPANSION_ADD,
             expansion_search=EXPANSION_SEARCH,
         )
+
+
+def scan(rows: np.ndarray, query: bytes, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The `count` of `rows` (signed bytes) nearest the question, compared exactly, best
+    first, and their cosines."""
+    import numpy as np
+    from usearch.index import search
+
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    found = search(
+        np.ascontiguousarray(rows, dtype=np.int8),
+        np.frombuffer(query, dtype=np.int8),
+        min(count, len(rows)),
+        "cos",
+        exact=True,
+        threads=1,
+    )
+    keys = np.asarray(found.keys, dtype=np.int64)
+    cosine = 1.0 - np.asarray(found.distances, dtype=np.float32)
+    return keys, cosine

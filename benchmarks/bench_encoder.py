@@ -108,7 +108,7 @@ def at_scale(kind: str, rows: int) -> dict[str, float]:
     asked = []
     for question in texts(450)[400:]:
         start = time.perf_counter()
-        vector = embedder.embed_queries([question])[0]
+        vector = embedder.embed([question])[0]
         index.search(Search(terms(question), k=10, vector=vector))
         asked.append((time.perf_counter() - start) * 1000)
     return {"recall_p50_ms_at_scale": statistics.median(asked), "rows": float(rows)}

@@ -156,7 +156,7 @@ def test_the_packaged_encoder_loads_checked_and_reads_english_and_chinese() -> N
     said = embedder.embed(
         ["I'm off to Kyoto in April.", "我下个月要去京都看樱花。", "My cat hates baths."]
     )
-    asked = embedder.embed_queries(["Which city will I visit?", "我要去哪里旅行？"])
+    asked = embedder.embed(["Which city will I visit?", "我要去哪里旅行？"])
     assert int(np.argmax(said @ asked[0])) in (0, 1)  # the trip, in either language
     assert int(np.argmax(said @ asked[1])) in (0, 1)
     assert float(said[2] @ asked[0]) < float(said[0] @ asked[0])
@@ -256,7 +256,7 @@ def test_a_paraphrase_is_found_by_meaning_alone_among_100k_messages() -> None:
         index.add(docs)
     assert index.state.graph is not None
     assert index.state.graph_rows > at  # among the rows the graph holds
-    question = embedder.embed_queries([asked])[0]
+    question = embedder.embed([asked])[0]
     own = np.asarray(index._vectors.own(index.state, 0), dtype=np.float32)
     cosine = (own / np.linalg.norm(own, axis=1, keepdims=True)) @ (
         question / np.linalg.norm(question)

@@ -99,8 +99,6 @@ class Recording:
         self.batches.append(list(texts))
         return np.asarray([[len(t), 1.0] for t in texts], dtype=np.float32)
 
-    embed_queries = embed
-
 
 def test_embedding_reads_bounded_pieces_in_bounded_batches() -> None:
     """Only a text's first EMBED_MESSAGE_CHARS, in pieces, at most EMBED_BATCH per call."""

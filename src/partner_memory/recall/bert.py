@@ -36,9 +36,6 @@ class BertShape:
     eps: float
     max_tokens: int
     cls_pooling: bool
-    #: Words put before a query and before a passage (E5-style models want them).
-    query_prefix: str = ""
-    passage_prefix: str = ""
 
 
 def is_model_dir(path: Path) -> bool:
@@ -89,14 +86,13 @@ class BertEncoder:
             )
         self.dimensions = int(self._w["embeddings.word_embeddings.weight"].shape[1])
 
-    def embed(self, texts: list[str], *, query: bool = False) -> np.ndarray:
+    def embed(self, texts: list[str]) -> np.ndarray:
         """One unit row per text, batched by the caller (pads to the longest text)."""
         import numpy as np
 
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        prefix = self.shape.query_prefix if query else self.shape.passage_prefix
-        encodings = self._tokenizer.encode_batch([prefix + t for t in texts])
+        encodings = self._tokenizer.encode_batch(texts)
         length = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(texts), length), dtype=np.int64)
         mask = np.zeros((len(texts), length), dtype=np.float32)

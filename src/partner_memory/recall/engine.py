@@ -242,7 +242,7 @@ class RecallEngine:
         if analysis.embedder is None:
             return None
         try:
-            vector: np.ndarray = embed_bounded(analysis.embedder, [query], query=True)[0]
+            vector: np.ndarray = embed_bounded(analysis.embedder, [query])[0]
         except LLMError as exc:
             log.warning("recall by words only: %s", exc)
             return None

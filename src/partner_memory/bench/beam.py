@@ -19,16 +19,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from partner_memory.bench.scores import KS, EvidenceReport, Tally, paired, timed
+from partner_memory.bench.scores import KS, EvidenceReport, Tally, paired, plain_bm25, timed
 from partner_memory.errors import InvalidInputError
 from partner_memory.ingest import ReplayClock, ingest
 from partner_memory.ingest.transcripts import Transcript
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message
-from partner_memory.recall.analyze import analyze, terms
+from partner_memory.recall.analyze import terms
 from partner_memory.recall.embed import EmbeddingSettings
-from partner_memory.recall.searcher import Doc, Search
-from partner_memory.recall.tantivy_index import Scoring, TantivyIndex
+from partner_memory.recall.searcher import Search
 from partner_memory.store.contract.base import MemoryStore
 
 #: The bookkeeping suffix BEAM puts after a message's text (" ->-> 1,1").
@@ -119,15 +118,11 @@ def run_beam(
     if not chats:
         raise InvalidInputError(f"{directory}: no BEAM conversation (N/chat.json)")
     ours, baseline = Tally(), Tally()
-    questions = 0
     for chat in chats:
         if progress:
             progress(chat.name)
         transcript = read_beam(chat)
-        plain = TantivyIndex(scoring=Scoring.plain())  # each message a unit of its own
-        plain.add(
-            [Doc(str(i), 0, analyze(m)[1].split()) for i, m in enumerate(transcript.messages)]
-        )
+        plain = plain_bm25(transcript.messages)
         ids = [str(m.metadata["beam_id"]) for m in transcript.messages]
         clock = ReplayClock()
         namespace = f"beam-{chat.name}"
@@ -137,7 +132,6 @@ def run_beam(
             ingest(memory, transcript, clock)
             memory.wait()
             for ability, question, evidence in _questions(chat, set(ids)):
-                questions += 1
                 found, spent = timed(memory.recall, question, k=max(KS), activate=False)
                 ranked = [str(h.message.metadata.get("beam_id")) for h in found.hits]
                 ours.add(chat.name, ability, evidence, ranked, spent)
@@ -147,7 +141,7 @@ def run_beam(
                 )
     return EvidenceReport(
         len(chats),
-        questions,
+        len(ours.rows),
         [ours.score("recall"), baseline.score("BM25 messages")],
         paired(ours, baseline, ("recall", "BM25 messages")),
     )

@@ -20,16 +20,16 @@ from partner_memory.bench.scores import (
     Tally,
     choose_on_folds,
     paired,
+    plain_bm25,
     timed,
 )
 from partner_memory.errors import InvalidInputError
 from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.memory import PartnerMemory
-from partner_memory.recall.analyze import analyze, terms
+from partner_memory.recall.analyze import terms
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.engine import RecallEngine
-from partner_memory.recall.searcher import Doc, Search
-from partner_memory.recall.tantivy_index import Scoring, TantivyIndex
+from partner_memory.recall.searcher import Search
 from partner_memory.store.contract.base import MemoryStore
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -65,16 +65,12 @@ def run_locomo(
     ours, words, baseline = Tally(), Tally(), Tally()
     by_words = RecallEngine(store)  # no embedder: the namespace's vectors go unused
     tried = {w: Tally() for w in fusion_grid}
-    questions = 0
     for path in files:
         if progress:
             progress(path.name)
         transcript = read_transcript(path, "locomo")
         clock = ReplayClock()
-        plain = TantivyIndex(scoring=Scoring.plain())  # each turn a unit of its own
-        plain.add(
-            [Doc(str(i), 0, analyze(m)[1].split()) for i, m in enumerate(transcript.messages)]
-        )
+        plain = plain_bm25(transcript.messages)
         turn = [str(m.metadata.get("dia_id")) for m in transcript.messages]
         with PartnerMemory(
             store, path.stem, clock=clock, idle_timer=False, embeddings=embeddings
@@ -84,7 +80,6 @@ def run_locomo(
             analysis = memory.service.analysis
             weighted = {w: RecallEngine(store, analysis, fusion=w) for w in fusion_grid}
             for category, question, evidence in _questions(path):
-                questions += 1
                 found, spent = timed(memory.recall, question, k=max(KS))
                 ranked = [str(h.message.metadata.get("dia_id")) for h in found.hits]
                 ours.add(path.stem, category, evidence, ranked, spent)
@@ -100,7 +95,7 @@ def run_locomo(
                     tried[w].add(path.stem, category, evidence, ranked, 0.0)
     return EvidenceReport(
         len(files),
-        questions,
+        len(ours.rows),
         [ours.score("recall"), words.score("recall, words"), baseline.score("BM25 turns")],
         paired(ours, words, ("recall", "recall, words"))
         + paired(ours, baseline, ("recall", "BM25 turns")),

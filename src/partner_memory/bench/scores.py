@@ -6,14 +6,25 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from partner_memory.model import Record
+from partner_memory.model import Message, Record
+from partner_memory.recall.analyze import analyze
+from partner_memory.recall.searcher import Doc
+from partner_memory.recall.tantivy_index import Scoring, TantivyIndex
 
 KS = (5, 10, 25)
 T = TypeVar("T")
+
+
+def plain_bm25(messages: Sequence[Message]) -> TantivyIndex:
+    """The baseline: BM25 over single messages with recall's analysis, each message a
+    unit of its own (hit `place[0]` is its index in `messages`)."""
+    plain = TantivyIndex(scoring=Scoring.plain())
+    plain.add([Doc(str(i), 0, analyze(m)[1].split()) for i, m in enumerate(messages)])
+    return plain
 
 
 def timed(call: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, float]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +37,9 @@ from partner_memory.recall.searcher import Place
 NEIGHBOURS, OWN_REPEAT = 2, 2
 
 
-def read_with_neighbours(own: list[str], beside: list[list[str]], reach: int) -> list[str]:
+def read_with_neighbours(
+    own: Sequence[str], beside: Sequence[Sequence[str]], reach: int
+) -> list[str]:
     """A message's document text: its own terms `OWN_REPEAT` times (once if it is read
     alone, `reach` 0), or as many more times as keeps them `OWN_SHARE` of the text,
     then its neighbours' terms once: a short message between long replies is not

@@ -148,7 +148,7 @@ def _add_unit(
         beside = [
             known[position + s] for s in range(-reach, reach + 1) if s and position + s in known
         ]
-        text = read_with_neighbours(list(doc.terms), [list(o.terms) for o in beside], reach)
+        text = read_with_neighbours(doc.terms, [o.terms for o in beside], reach)
         key = message_key(unit, position)
         if position in lengths:
             state.tokens -= lengths[position]

@@ -38,7 +38,7 @@ def window_candidates(
     texts: list[list[str]] = []
     for i, doc in enumerate(docs):
         beside = [*docs[max(0, i - reach) : i], *docs[i + 1 : i + 1 + reach]]
-        texts.append(read_with_neighbours(list(doc.terms), [list(o.terms) for o in beside], reach))
+        texts.append(read_with_neighbours(doc.terms, [o.terms for o in beside], reach))
     documents = searcher.num_docs + len(docs)
     average = (state.tokens + sum(len(t) for t in texts)) / max(1, documents)
     df = {w: searcher.doc_freq("text", w) + sum(1 for t in texts if w in t) for w in words}

@@ -12,9 +12,9 @@ question scores when its sentence is first (hit@1) or among the top `--k`.
 Printed per language for each embedder this install has: the static default, the
 `encoder` (if its package is installed), an endpoint (if
 PARTNER_MEMORY_EMBEDDINGS_BASE_URL is set), and words alone as the reference; each
-also with fusion 1 (messages found by meaning alone raised to lead when the words
-find nothing holding two of the question's terms), which recall does not do by
-default (see `RecallEngine`).
+as recall runs (fusion 1: the nearest by meaning lead when the words hold little of
+the question and meaning found something nearer, see `RecallEngine`) and with
+fusion 0 (meaning only rescores and joins, it never leads).
 
 Usage: python benchmarks/bench_paraphrase.py [--k 5] [--seed 7]
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 from partner_memory import Message, PartnerMemory, open_store
 from partner_memory.errors import ConfigurationError
 from partner_memory.recall.embed import EmbeddingSettings
-from partner_memory.recall.engine import RecallEngine
+from partner_memory.recall.engine import FUSION, RecallEngine
 
 HERE = Path(__file__).resolve().parent
 PAIRS = HERE / "data" / "paraphrases.json"
@@ -97,10 +97,10 @@ Rates = dict[str, tuple[float, float, int]]
 
 
 def score(
-    embeddings: EmbeddingSettings, k: int, seed: int, fusions: tuple[float, ...] = (0.0,)
+    embeddings: EmbeddingSettings, k: int, seed: int, fusions: tuple[float, ...] = (FUSION,)
 ) -> tuple[dict[float, Rates], float]:
-    """For each fusion weight (`RecallEngine`'s `fusion`; 0 is what recall does), per
-    language: hit@1, hit@k and the number of questions; and the seconds taken."""
+    """For each fusion weight (`RecallEngine`'s `fusion`; `FUSION` is what recall does),
+    per language: hit@1, hit@k and the number of questions; and the seconds taken."""
     asked = pairs()
     started = time.perf_counter()
     store = open_store("memory://")
@@ -151,10 +151,10 @@ def main() -> None:
     print(f"| embedder | language | hit@1 | hit@{args.k} | ingest and ask, s |")
     print("| --- | --- | --- | --- | --- |")
     for name, embeddings in embedders():
-        fusions = (0.0,) if embeddings.kind == "off" else (0.0, 1.0)
+        fusions = (FUSION,) if embeddings.kind == "off" else (FUSION, 0.0)
         measured, taken = score(embeddings, args.k, args.seed, fusions)
         for fusion, rates in measured.items():
-            label = name if not fusion else f"{name}, fusion {fusion:g}"
+            label = name if fusion == FUSION else f"{name}, fusion {fusion:g}"
             total = sum(n for _, _, n in rates.values())
             overall = sum(hit * n for _, hit, n in rates.values()) / total
             for lang, (first, within, n) in rates.items():

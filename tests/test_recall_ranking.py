@@ -10,11 +10,13 @@ stored.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from partner_memory.recall.index_layout import hash_number
-from partner_memory.recall.ranking import Pool, Scoring, bm25, rank
+from partner_memory.recall.ranking import LEAD, Pool, Scoring, bm25, rank
 from partner_memory.recall.searcher import Doc, Search
 from partner_memory.recall.tantivy_index import TantivyIndex
 
@@ -128,10 +130,31 @@ def test_a_message_found_by_meaning_alone_leads_when_the_fusion_says(
 ) -> None:
     """Candidate 2 shares no word (score 0) but means the question best: meaning's
     rescoring alone leaves it behind the words' best; with `Search.fusion` 1 it leads."""
-    pool = _pool([3.0, 1.0, 0.0])
+    pool = _pool([3.0, 1.0, 0.0]).meaning({2: 0.9})
     vectors = np.array([[0.0, 1.0], [0.6, 0.8], [1.0, 0.0]], dtype=np.float32)
     search = Search(["x"], k=3, vector=np.array([1.0, 0.0], dtype=np.float32), fusion=fusion)
     scoring = Scoring(unit_weight=0.0, speaker_boost=1.0, feedback=0.0, spread=1.0)
     ranked = rank(pool, search, scoring, blocks={}, vectors=lambda best: vectors[best])
     assert ranked[0][0] == first
     assert sorted(i for i, _ in ranked) == [0, 1, 2]
+
+
+def test_fusion_leads_with_the_nearest_read_alone_and_statements_before_questions() -> None:
+    """The lead is chosen by each one's own cosine (`Pool.meant`), whether its words (or
+    its neighbours') found it too or not, `LEAD` of them at most; one that only asks
+    comes after the statements (a question is nearest another question)."""
+    score = [5.0, 4.0, 3.0, 0.5, 0.0, 0.0, 0.0, 0.0]
+    near = {3: 0.95, 4: 0.9, 5: 0.97, 6: 0.8, 7: 0.7}
+    asks = [False] * 5 + [True] + [False] * 2
+    pool = replace(_pool(score).meaning(near), asks=np.array(asks))
+    vectors = np.eye(len(score), dtype=np.float32)
+    search = Search(["x"], k=8, vector=np.ones(len(score), dtype=np.float32), fusion=1.0)
+    scoring = Scoring(unit_weight=0.0, speaker_boost=1.0, feedback=0.0, spread=1.0)
+    ranked = [i for i, _ in rank(pool, search, scoring, blocks={}, vectors=lambda b: vectors[b])]
+    lead = [3, 4, 6, 7, 5][:LEAD]  # found by a neighbour's word (3) or by meaning alone
+    assert ranked[:LEAD] == lead
+    assert ranked[LEAD : LEAD + 3] == [0, 1, 2]  # then the words' best, as they were
+    unfused = rank(
+        pool, replace(search, fusion=0.0), scoring, blocks={}, vectors=lambda b: vectors[b]
+    )
+    assert [i for i, _ in unfused][:3] == [0, 1, 2]

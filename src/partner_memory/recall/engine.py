@@ -54,6 +54,7 @@ from partner_memory.store.contract.capabilities import (
     RecallState,
     RecallStore,
     TopicStore,
+    asks,
     require,
 )
 from partner_memory.telemetry.instruments import instruments
@@ -104,6 +105,12 @@ HELD_TERMS = 1_000_000
 RUN_GAP = 16
 
 
+#: How far the nearest by meaning (`ranking.LEAD` of them) are raised when the words hold
+#: little of the question and meaning found something nearer than they did
+#: (`TantivyIndex._with_meaning`): 1, they lead. Figures in the README.
+FUSION = 1.0
+
+
 class RecallEngine:
     def __init__(
         self,
@@ -111,13 +118,10 @@ class RecallEngine:
         analysis: RecallAnalysis | None = None,
         *,
         replicas: IndexReplicas | None = None,
-        fusion: float = 0.0,
+        fusion: float = FUSION,
     ) -> None:
-        """`fusion`: how far messages found by meaning alone are raised (`Search.fusion`).
-        0, as chosen on the LoCoMo dev folds for the static model and the encoder alike:
-        1 found 61 % of the realistic paraphrases with the encoder (29 % at 0), 39 % with
-        the static model (21 %), but cost every LoCoMo fold 0.6-1.0 points of R@10 with
-        the encoder and 0.9-2.0 with the static model (`bench locomo --fusion-grid`)."""
+        """`fusion`: how far the messages nearest by meaning are raised when the words
+        hold little of the question (`Search.fusion`, `FUSION`)."""
         self._store = store
         self._fusion = fusion
         self._rows = store if isinstance(store, RecallStore) else None
@@ -339,6 +343,7 @@ class RecallEngine:
                 vector,
                 m.role,
                 metadata_tags(m.metadata),
+                asks(m.content),
             )
             for i, (m, (speaker, words, vector)) in enumerate(zip(messages, rows, strict=True))
         ]

@@ -70,7 +70,7 @@ BLOCK = 256
 WRITER_HEAP, REBUILD_HEAP = 15_000_000, 64_000_000
 
 #: The documents' layout: an index of another layout is never opened (it is rebuilt).
-INDEX_FORMAT = 6
+INDEX_FORMAT = 7
 
 MESSAGE_KIND, BLOCK_KIND, STATE_KIND = 0, 1, 2
 STATE_KEY = "state"
@@ -109,6 +109,7 @@ def _schema(*, blocks: bool) -> tantivy.Schema:
     builder.add_integer_field("length", stored=True)  # terms in `text`
     builder.add_bytes_field("vec", stored=True)  # its own vector
     builder.add_integer_field("vecno", indexed=True, fast=True)  # its row of mixed vectors
+    builder.add_integer_field("asks", stored=True, fast=True)  # 1: it only asks
     return builder.build()
 
 

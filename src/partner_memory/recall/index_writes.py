@@ -166,6 +166,7 @@ def _add_unit(
             "text": " ".join(text),
             "length": len(text),
             "own": " ".join(doc.terms).encode(),
+            "asks": int(doc.asks),
         }
         if doc.role is not None:
             values["role"] = doc.role
@@ -246,6 +247,7 @@ def _stored(
         speaker = stored.get("meta")
         vector = stored.get("vec")
         role = stored.get("role")
+        asking = stored.get("asks")
         found[position] = (
             Doc(
                 unit,
@@ -256,6 +258,7 @@ def _stored(
                 bytes(vector[0]) if vector else None,
                 str(role[0]) if role else None,
                 [str(t) for t in stored.get("tags", [])],
+                bool(asking and asking[0]),
             ),
             int(stored["length"][0]),
         )

@@ -247,4 +247,5 @@ def _doc(row: RecallRow) -> Doc:
         row.vector,
         row.role,
         tags,
+        row.asks,
     )

@@ -36,6 +36,8 @@ class Doc:
     role: str | None = None
     #: Its metadata as filter terms (`recall.filters.metadata_tags`).
     tags: Sequence[str] = ()
+    #: Whether it only asks (`RecallRow.asks`).
+    asks: bool = False
 
     @property
     def place(self) -> Place:
@@ -65,10 +67,10 @@ class Search:
     prefer: tuple[int | None, int | None] | None = None
     #: The question's meaning, from the embedder that made the messages' vectors.
     vector: np.ndarray | None = None
-    #: How far the messages found by meaning alone (closer to the question than all its
-    #: words found) are raised: times the best words' score (`ranking.raised`; 1: they
-    #: lead, 0: they rank by meaning's rescoring alone), unless one of the best found
-    #: by words holds two of the question's terms (`RecallEngine`'s `fusion`).
+    #: How far the nearest by meaning (`ranking.lead`) are raised: times the best
+    #: score of the rest (`ranking.raised`; 1: they lead, 0: meaning only rescores),
+    #: when the words hold little of the question and meaning found something nearer
+    #: than they did (`TantivyIndex._with_meaning`; `RecallEngine`'s `fusion`).
     fusion: float = 0.0
     fill: bool = False
     #: The fill in time order newest first (a date asked for alone), else oldest first

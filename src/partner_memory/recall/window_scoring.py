@@ -47,6 +47,7 @@ def window_candidates(
     speaker: list[float | None] = []
     place: list[Place | None] = []
     near: list[bytes | None] = []
+    asks: list[float | None] = []
     for i, (doc, text) in enumerate(zip(docs, texts, strict=True)):
         if not search.admits(doc):
             continue
@@ -60,6 +61,7 @@ def window_candidates(
         speaker.append(speaker_number(doc.speaker))
         place.append((None, doc.position))
         near.append(window_vector(docs, i, reach))
+        asks.append(doc.asks)
     return Pool.of(
         score=score,
         block=[WINDOW_BLOCK] * len(score),
@@ -69,46 +71,55 @@ def window_candidates(
         address=[None] * len(score),
         place=place,
         near=near,
+        asks=asks,
     )
 
 
-def window_by_meaning(search: Search, found: set[Place], vector: np.ndarray, floor: float) -> Pool:
-    """The window's messages nearest the question that its words did not find, meaning
-    it more than `floor`."""
+def window_by_meaning(
+    search: Search, found: set[Place], vector: np.ndarray
+) -> tuple[Pool, dict[int, float]]:
+    """The window's messages nearest the question that its words did not find, nearest
+    first; and the cosines of the nearest of all it admits, by position (each read
+    alone, as the stored ones are compared)."""
     import numpy as np
 
     from partner_memory.recall.embed import unit_rows
 
     docs = sorted(search.window, key=lambda d: d.position)
     if search.within is not None or not docs:
-        return Pool.empty()
+        return Pool.empty(), {}
     width = len(vector)
     chosen: list[tuple[int, bytes]] = []
     for i, doc in enumerate(docs):
-        if (None, doc.position) in found or doc.vector is None or len(doc.vector) != width:
+        if doc.vector is None or len(doc.vector) != width or not search.admits(doc):
             continue
-        if not search.admits(doc):
-            continue
-        chosen.append((i, doc.vector))  # alone, as the stored ones are compared
+        chosen.append((i, doc.vector))
     if not chosen:
-        return Pool.empty()
+        return Pool.empty(), {}
     matrix = unit_rows(
         np.stack([np.frombuffer(n, dtype=np.int8) for _, n in chosen]).astype(np.float32)
     )
     query = unit_vector(vector)
     cosine = matrix @ query
-    nearest = [j for j in np.argsort(-cosine, kind="stable") if cosine[j] > floor]
-    picked = [chosen[int(j)] for j in nearest[:MEANING_CANDIDATES]]
+    order = np.argsort(-cosine, kind="stable")
+    near = {docs[chosen[int(j)][0]].position: float(cosine[j]) for j in order[:MEANING_CANDIDATES]}
+    picked = [
+        (chosen[int(j)], float(cosine[j]))
+        for j in order
+        if (None, docs[chosen[int(j)][0]].position) not in found
+    ][:MEANING_CANDIDATES]
     return Pool.of(
         score=[0.0] * len(picked),
         block=[WINDOW_BLOCK] * len(picked),
-        time=[docs[i].timestamp for i, _ in picked],
-        speaker=[speaker_number(docs[i].speaker) for i, _ in picked],
+        time=[docs[i].timestamp for (i, _), _ in picked],
+        speaker=[speaker_number(docs[i].speaker) for (i, _), _ in picked],
         vecno=[None] * len(picked),
         address=[None] * len(picked),
-        place=[(None, docs[i].position) for i, _ in picked],
-        near=[n for _, n in picked],
-    )
+        place=[(None, docs[i].position) for (i, _), _ in picked],
+        near=[n for (_, n), _ in picked],
+        meant=[c for _, c in picked],
+        asks=[docs[i].asks for (i, _), _ in picked],
+    ), near
 
 
 def window_vector(docs: Sequence[Doc], i: int, reach: int) -> bytes | None:

@@ -162,6 +162,30 @@ class RecallContract:
         with pytest.raises(NotFoundError):
             store.recall_state("ghost", "recall")
 
+    def test_recall_rows_say_which_messages_only_ask(self, store: MemoryStore) -> None:
+        """`RecallRow.asks`: the text ends in a question mark (Latin or CJK, spaces after
+        it allowed), read from the message itself however long it is."""
+        _offers(store, RecallStore)
+        assert isinstance(store, RecallStore)
+        store.ensure_namespace("ns", "s")
+        said = [
+            "Where am I travelling?",
+            "I'm off to Kyoto in April.",
+            "Is it far? ",
+            "我下个月去哪里？",
+            "What? No, it is next year.",
+            "long " * 5_000 + "words, and then a question?",
+            "?",
+        ]
+        _rolled(store, "ns", [Message("user", text) for text in said])
+
+        def index(entry: LogEntry) -> Sequence[Staged]:
+            return [IndexedMessages([("user", "t", None) for _ in entry.messages], "words")]
+
+        _follow(store, "recall", "ns", index)
+        rows = store.recall_rows("ns", 0, 1)
+        assert [r.asks for r in rows] == [True, False, True, True, False, True, True]
+
 
 class ForgetContract:
     """`ForgetStore`: a forget reaches every row drawn from what it forgets."""

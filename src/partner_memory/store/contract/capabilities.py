@@ -44,6 +44,19 @@ class RecallRow(NamedTuple):
     #: from the message itself, so recall's filters need no copy of them.
     role: str | None = None
     metadata: str | None = None
+    #: Whether the message only asks (its text ends in a question mark), read with it
+    #: too: meaning finds a question nearest another question, and an answer is wanted.
+    asks: bool = False
+
+
+#: A question's last mark, in Latin and in CJK text.
+QUESTION_MARKS = ("?", "\uff1f")
+
+
+def asks(text: str) -> bool:
+    """Whether a message only asks (`RecallRow.asks`): its text ends in a question mark.
+    `text` may be the text's tail alone (the SQL backends read its last characters)."""
+    return text.rstrip().endswith(QUESTION_MARKS)
 
 
 class Located(NamedTuple):

@@ -32,6 +32,7 @@ from partner_memory.store.contract.capabilities import (
     StoredKey,
     StoreHealth,
     TopicSlice,
+    asks,
 )
 from partner_memory.store.contract.refusals import none_found
 from partner_memory.store.contract.rows import message_from_row, message_params, slice_from_row
@@ -445,7 +446,9 @@ def _restored(shared: SharedMemory, dump: NamespaceDump) -> NamespaceState:
 
 def _with_message(row: RecallRow, message: Message) -> RecallRow:
     """The row with its message's role and metadata, as the SQL backends join them."""
-    return row._replace(role=message.role, metadata=message_params(message)[4])
+    return row._replace(
+        role=message.role, metadata=message_params(message)[4], asks=asks(message.content)
+    )
 
 
 def _position(state: NamespaceState, consumer: str) -> int:

@@ -11,13 +11,24 @@ from typing import Any
 
 from partner_memory.errors import NotFoundError
 from partner_memory.model import check_page
-from partner_memory.store.contract.capabilities import RecallAnalyzer, RecallRow, RecallState
+from partner_memory.store.contract.capabilities import (
+    RecallAnalyzer,
+    RecallRow,
+    RecallState,
+    asks,
+)
 from partner_memory.store.contract.rows import stored_message
 from partner_memory.store.sql.base import MESSAGE_COLUMNS, SqlBase
 from partner_memory.store.sql.staged import RECALL_COLUMNS, RECALL_CONFLICT
 
 #: LIMIT for all rows (SQLite and PostgreSQL both take a bigint; neither a NULL).
 ALL_ROWS = 2**62
+#: A message's last characters, enough for `asks` (the same SQL on SQLite and PostgreSQL;
+#: neither reads a long message whole to compute it).
+CONTENT_TAIL = (
+    "CASE WHEN length(m.content) > 16"
+    " THEN substr(m.content, length(m.content) - 15, 16) ELSE m.content END"
+)
 
 
 class RecallSql(SqlBase):
@@ -46,7 +57,7 @@ class RecallSql(SqlBase):
             rows = self._run(
                 cur,
                 "SELECT u.unit_id, r.position, r.seq, r.speaker, r.timestamp, r.terms, r.vector,"
-                " m.role, m.metadata"
+                f" m.role, m.metadata, {CONTENT_TAIL}"
                 " FROM recall_docs r JOIN units u ON u.pk = r.unit_pk"
                 " JOIN messages m ON m.unit_pk = r.unit_pk AND m.position = r.position"
                 " WHERE r.namespace_id = ? AND r.seq > ? AND r.seq <= ?"
@@ -64,6 +75,7 @@ class RecallSql(SqlBase):
                 _bytes_or_none(r[6]),
                 r[7],
                 r[8],
+                asks(r[9]),
             )
             for r in rows
         ]

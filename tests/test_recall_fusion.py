@@ -60,6 +60,23 @@ def test_the_words_lead_when_they_hold_the_question() -> None:
     assert str(_first(index, ["go", "shop"], fusion=1.0)).startswith("f")  # a chance match
 
 
+def test_the_nearest_leads_though_a_neighbours_word_found_it() -> None:
+    """The answer's document holds its neighbour's "go": the words found it (among
+    their best); read alone it is still the nearest, and nearer than the others."""
+    index = _index()
+    index.add(
+        [
+            Doc("trip", 0, ["go", "plan"], vector=_vector(0, 0, 0, 1)),
+            Doc("trip", 1, ["cherri", "blossom"], vector=_vector(0.95, 0.2, 0, 0)),
+        ]
+    )
+    # said often and near in meaning too: by words and meaning's rescoring alone, first
+    index.add([Doc(f"busy{i}", 0, ["go"] * 4, vector=_vector(0.9, 0.44, 0, 0)) for i in range(3)])
+    for fusion, first in ((1.0, True), (0.0, False)):
+        hits = index.search(Search(["go", "travel"], k=5, vector=QUESTION, fusion=fusion))
+        assert (hits[0].place == ("trip", 1)) is first, hits
+
+
 def test_meaning_does_not_lead_when_it_found_nothing_nearer_than_the_words() -> None:
     index = _index(answer=(0.0, 1.0, 0.0, 0.0))  # no nearer than the chance matches
     assert _first(index, ["go", "travel"], fusion=1.0) != "answer"

@@ -171,6 +171,7 @@ class RecallEngine:
                 since=span[0] if only else None,
                 until=span[1] if only else None,
                 prefer=None if only or bounds is None else span,
+                dated=frozenset(terms(bounds.cue)) if bounds and bounds.cue else frozenset(),
                 vector=None if timed else self._query_vector(asked.query, analysis),
                 fusion=self._fusion,
                 # a time asked for alone, or a topic: the rest of it, oldest first

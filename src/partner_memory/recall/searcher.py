@@ -65,6 +65,10 @@ class Search:
     until: int | None = None
     #: Messages said in this range count more (a preference, not a filter).
     prefer: tuple[int | None, int | None] | None = None
+    #: The terms that named `prefer`'s date ("today", "may", "2023"): the date answers
+    #: them, so whether the words hold the question leaves them out
+    #: (`TantivyIndex._words_hold`).
+    dated: frozenset[str] = frozenset()
     #: The question's meaning, from the embedder that made the messages' vectors.
     vector: np.ndarray | None = None
     #: How far the nearest by meaning (`ranking.lead`) are raised: times the best

@@ -184,14 +184,17 @@ class TantivyIndex:
         """How much of the question one of the best candidates by words holds in its own
         text: the largest share of the question's terms' idf (0 to 1). Its words then
         say what was asked; `Search.fusion` is for when they do not: a paraphrase, or a
-        word shared by chance, or only by a neighbour."""
+        word shared by chance, or only by a neighbour. The words that named a preferred
+        date (`Search.dated`) are not counted: the date answers them."""
         import math
 
         import numpy as np
 
-        asked = set(words)
-        if not asked or not len(pool):
+        asked = set(words) - search.dated
+        if not len(pool):
             return 0.0
+        if not asked:  # only the date's words: the date answers them
+            return 1.0
         documents = max(searcher.num_docs, 1)
         idf = {w: math.log(1 + documents / (1 + searcher.doc_freq("text", w))) for w in asked}
         total = sum(idf.values()) or 1.0

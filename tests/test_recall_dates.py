@@ -213,7 +213,7 @@ def test_given_bounds_win_and_dates_can_be_off(store: MemoryStore) -> None:
     ],
 )
 def test_a_message_points_to_the_dates_it_names(text: str, pointed: list[str]) -> None:
-    from partner_memory.recall.said_dates import pointed_dates
+    from partner_memory.said_dates import pointed_dates
 
     assert pointed_dates(text, _ms("2023-05-08 10:00")) == pointed
     assert pointed_dates(text, None) == []
@@ -225,7 +225,7 @@ def test_the_first_character_lookahead_keeps_every_match() -> None:
     alternative and case, so a new alternative must extend that set."""
     import re
 
-    from partner_memory.recall import said_dates
+    from partner_memory import said_dates
 
     lookahead, _, rest = said_dates._RELATIVE.pattern.partition("(?:")
     assert lookahead.startswith("(?=[")

@@ -38,7 +38,7 @@ from partner_memory.recall.embed import (
     pack,
 )
 from partner_memory.recall.encoder import EncoderEmbedder
-from partner_memory.recall.said_dates import pointed_dates
+from partner_memory.said_dates import pointed_dates
 from partner_memory.store.contract.staged import RecallRow
 
 if TYPE_CHECKING:

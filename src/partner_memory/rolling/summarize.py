@@ -9,6 +9,7 @@ carry the most weight in the increment, segmenting Chinese with jieba-rs.
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 import re
 from collections import Counter
@@ -22,6 +23,7 @@ from partner_memory.ascii_text import lower_alnum_runs
 from partner_memory.model import Message, check_text
 from partner_memory.rolling.llm import ChatClient, LLMError, UsageMeter
 from partner_memory.rolling.prompts import language_of, letter_counts, summary_messages
+from partner_memory.said_dates import pointed_dates
 
 EXCEPTION_PLACEHOLDER = "no summary, due to exception"
 #: A summary is one compact paragraph: an answer far longer is not one.
@@ -39,6 +41,11 @@ _STOPWORDS = frozenset(
     的 了 是 我 你 他 她 它 们 在 和 也 就 都 而 及 与 着 或
     一个 没有 我们 你们 他们 这 那 吗 呢 吧 啊 呀""".split()
 )
+
+
+def sentences_of(text: str) -> list[str]:
+    """`text`'s sentences as the summariser cuts them (Latin and CJK marks, lines)."""
+    return [s for s in map(str.strip, _SENTENCE.findall(text)) if s]
 
 
 class MessageSummarizer(Protocol):
@@ -195,8 +202,29 @@ def _content_word(token: str) -> str | None:
     return None
 
 
+#: Characters of summary per message summarised, between `max_chars` and `MOST_CHARS`: a
+#: long increment says more than a short one (one short clause a message).
+CHARS_PER_MESSAGE, MOST_CHARS = 30, 1500
+#: A sentence's weight times (1 + FACT_WEIGHT x its facts): names, numbers and dates are
+#: what a summary read months later needs ("I moved to Lisbon in 2022", not "Wow!").
+FACT_WEIGHT = 1.0
+#: A question's weight times this: it asks, it rarely tells.
+QUESTION_WEIGHT = 0.3
+#: A word already said by a chosen sentence counts this much in the next ones.
+REPEATED = 0.3
+_CAPITALISED = re.compile(r"(?<=[\w,;:] )[A-Z][a-z]+|\d")
+
+
 class ExtractiveSummarizer:
     """Offline summary: the most informative sentences, in order, with who said them.
+
+    A sentence weighs what its words weigh in the increment (how often the increment
+    says them, over its length), times what it tells: its facts (names, numbers, the
+    dates it points to) raise it, a question lowers it, and words an earlier choice
+    already said count less (so the summary does not say one thing twice). The length
+    follows the increment (`CHARS_PER_MESSAGE`, from `max_chars` up to `MOST_CHARS`),
+    and a relative date is said as the date it meant ("yesterday" -> "(7 May 2023)"):
+    the summary is read long after its "now".
 
     `elsewhere`, if given, may make the same summary in another process (a service
     hands it to its analysis worker, off the writers' GIL); None from it: made here."""
@@ -222,8 +250,8 @@ class ExtractiveSummarizer:
     def summarize_here(self, messages: Sequence[Message]) -> str:
         reads = [_read(m.content) for m in messages]
         lang = language_of(sum(r.cjk for r in reads), sum(r.letters for r in reads))
-        # (position, speaker, sentence)
-        sentences: list[tuple[int, str, _Sentence]] = []
+        # (position, speaker, sentence, the dates it points to)
+        sentences: list[tuple[int, str, _Sentence, list[str]]] = []
         speakers: list[str] = []  # the participants, each once, by name
         named = False
         for message, read in zip(messages, reads, strict=True):
@@ -232,32 +260,55 @@ class ExtractiveSummarizer:
             if speaker not in speakers and kind != "self":
                 speakers.append(speaker)
             for sentence in read.sentences:
-                sentences.append((len(sentences), speaker, sentence))
+                dates = pointed_dates(sentence.text, message.timestamp)
+                sentences.append((len(sentences), speaker, sentence, dates))
         if not sentences:
             return ""
-        frequency = Counter(chain.from_iterable(said.unique for *_, said in sentences))
+        frequency = Counter(chain.from_iterable(item[2].unique for item in sentences))
         top = max(frequency.values())
-        count = frequency.__getitem__
+        weight = [
+            (1 + FACT_WEIGHT * (len(_CAPITALISED.findall(said.text)) + len(dates)))
+            * (QUESTION_WEIGHT if said.text.endswith(("?", "？")) else 1.0)
+            / top
+            / said.root
+            * said.short
+            for _, _, said, dates in sentences
+        ]
+        said_before: set[str] = set()
 
-        def score(item: tuple[int, str, _Sentence]) -> float:
-            said = item[2]
-            return sum(map(count, said.unique)) / top / said.root * said.short
+        def score(i: int) -> float:
+            unique = sentences[i][2].unique
+            return weight[i] * sum(
+                frequency[w] * (REPEATED if w in said_before else 1.0) for w in unique
+            )
 
-        budget = self.max_chars
-        chosen: list[tuple[int, str, _Sentence]] = []
-        for item in sorted(sentences, key=score, reverse=True):
-            cost = len(item[2].text) + len(item[1]) + 2
+        budget = min(max(self.max_chars, CHARS_PER_MESSAGE * len(messages)), MOST_CHARS)
+        chosen: list[int] = []
+        # best first; a score only falls as more is said, so one is scored again only
+        # when it comes to the top with a score from before the last choice (lazy greedy)
+        heap = [(-score(i), i, 0) for i in range(len(sentences))]
+        heapq.heapify(heap)
+        while heap:
+            _, best, seen = heapq.heappop(heap)
+            if seen != len(chosen):
+                heapq.heappush(heap, (-score(best), best, len(chosen)))
+                continue
+            _, speaker, sentence, dates = sentences[best]
+            cost = len(sentence.text) + len(speaker) + 2 + sum(len(d) + 3 for d in dates)
             if cost <= budget or not chosen:
-                chosen.append(item)
+                chosen.append(best)
                 budget -= cost
-        chosen.sort(key=lambda item: item[0])
+                said_before |= sentence.unique
+        chosen.sort()
         # a speaker's consecutive sentences go under one name
         said: list[tuple[str, list[str]]] = []
-        for _, speaker, sentence in chosen:
+        for i in chosen:
+            _, speaker, sentence, dates = sentences[i]
+            text = _dated(sentence.text, dates, lang)
             if said and said[-1][0] == speaker:
-                said[-1][1].append(sentence.text)
+                said[-1][1].append(text)
             else:
-                said.append((speaker, [sentence.text]))
+                said.append((speaker, [text]))
         if lang == "zh":
             head = f"我和{'、'.join(speakers)}的对话：" if named else "我的记录："
             parts = ("；".join(t.rstrip("。；;") for t in texts) for _, texts in said)
@@ -266,6 +317,17 @@ class ExtractiveSummarizer:
             )
         head = f"I talked with {_and(speakers)}: " if named else "My notes: "
         return head + " ".join(f"{s}: {' '.join(texts)}" for s, texts in said)
+
+
+def _dated(text: str, dates: Sequence[str], lang: str) -> str:
+    """The sentence with the dates its relative words meant, before its last mark."""
+    if not dates:
+        return text
+    said = ", ".join(dates)
+    end = len(text.rstrip("。！？!?.;；"))
+    if lang == "zh":
+        return f"{text[:end]}（{said}）{text[end:]}"
+    return f"{text[:end]} ({said}){text[end:]}"
 
 
 def _and(names: Sequence[str]) -> str:

@@ -360,3 +360,36 @@ def test_a_live_server_and_its_inspector_show_one_unchanging_context(tmp_path: P
             assert all(isinstance(m["interaction"], int) for m in window)
     finally:
         server.stop()
+
+
+def test_a_context_with_the_window_says_what_is_stored_and_what_was_said_since(
+    store: MemoryStore, manual_clock: ManualClock
+) -> None:
+    """For a client without a transcript (MCP): nothing stored says so; after a rolling,
+    the summary and then the newest unsummarised messages, cut and escaped."""
+    from partner_memory.context.render import (
+        NOTHING_STORED,
+        RECENT_CHARS,
+        RECENT_MESSAGES,
+        render_with_window,
+    )
+
+    with PartnerMemory(store, "agent", clock=manual_clock, settings=NO_TIMER) as memory:
+        assert render_with_window(memory.context(), memory.window()) == NOTHING_STORED
+        _session(memory, manual_clock, "Monday")
+        memory.record_turn("Tuesday <b>& more</b> " + "x" * 2 * RECENT_CHARS, "Noted")
+        for i in range(RECENT_MESSAGES):
+            memory.record_turn(f"Tuesday line {i}", f"Answer {i}")
+        text = render_with_window(memory.context(), memory.window())
+        assert text.index("<dialog_history") < text.index("<recent_messages")
+        assert "Monday" in text.split("<recent_messages")[0]
+        assert f'<recent_messages earlier="{RECENT_MESSAGES + 2}">' in text
+        assert "Tuesday line 0" not in text  # only the newest RECENT_MESSAGES
+        assert text.count("<message ") == RECENT_MESSAGES
+        assert '<message role="assistant" speaker="AGENT" at="' in text
+        assert text.rstrip().endswith("Answer 19</message>\n</recent_messages>")
+    with PartnerMemory(store, "cut", clock=manual_clock, settings=NO_TIMER) as memory:
+        memory.record_turn("<b>& more</b> " + "x" * 2 * RECENT_CHARS, "Noted")
+        text = render_with_window(memory.context(), memory.window())
+        assert "&lt;b&gt;&amp; more&lt;/b&gt;" in text
+        assert "x" * (RECENT_CHARS - 20) + "…</message>" in text

@@ -18,6 +18,7 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from partner_memory.context.render import NOTHING_STORED, NOTHING_SUMMARISED
 from partner_memory.store import open_store
 from tests.http_server import MCP_ACCEPT, MCP_INITIALIZE, Server, make_key
 
@@ -31,8 +32,9 @@ def _structured(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
-async def _remember_recall_forget(client: Client) -> None:
-    """What an agent does with its memory: list the tools, remember, recall, forget, read."""
+async def _remember_recall_forget(client: Client, *, fresh: bool = True) -> None:
+    """What an agent does with its memory: list the tools, remember, recall, forget, read
+    (`fresh`: in a namespace nothing was stored in)."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {
         "remember_turn",
@@ -44,12 +46,19 @@ async def _remember_recall_forget(client: Client) -> None:
         "forget_messages",
     }
     assert all(len(t.description or "") > 60 for t in tools.values())
+    if fresh:
+        empty = await client.call_tool("get_context", {})
+        assert empty.content[0].text == NOTHING_STORED
     for said, answer in [
         ("I adopted a cat named Luna", "Lovely! What colour is she?"),
         ("Black with white paws", "Sounds adorable"),
     ]:
         turn = {"user_input": said, "assistant_output": answer}
         assert len(_structured(await client.call_tool("remember_turn", turn))["message_ids"]) == 2
+    context = (await client.call_tool("get_context", {})).content[0].text
+    assert context.startswith(NOTHING_SUMMARISED)  # nothing rolled: the turns themselves
+    assert '<message role="user"' in context
+    assert context.rindex("named Luna") < context.rindex("Black with white paws")
     found = _structured(await client.call_tool("recall", {"query": "cat name"}))
     answers = _structured(await client.call_tool("recall", {"query": "cat", "role": "assistant"}))
     assert answers["hits"]
@@ -182,9 +191,9 @@ def test_mcp_over_http_with_four_workers_on_postgresql(pg_url: str) -> None:
     _, admin = make_key(pg_url, "*", "admin")
 
     async def session() -> None:
-        for _ in range(3):  # a new client each time: each initialize may land on another worker
+        for i in range(3):  # a new client each time: each initialize may land on another worker
             async with _over_http(server, admin, "agent-4w") as client:
-                await _remember_recall_forget(client)
+                await _remember_recall_forget(client, fresh=i == 0)
 
     try:
         asyncio.run(session())

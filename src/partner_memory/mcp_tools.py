@@ -22,8 +22,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from opentelemetry.trace import SpanKind
 from pydantic import Field
 
+from partner_memory.context.render import NOTHING_STORED, render_with_window
 from partner_memory.documents import recall_document, slice_document, window_document
-from partner_memory.errors import PartnerMemoryError
+from partner_memory.errors import NotFoundError, PartnerMemoryError
 from partner_memory.host_logging import root_logging_kept
 from partner_memory.memory import PartnerMemory
 from partner_memory.recall.query import RecallQuery, filter_fields
@@ -40,7 +41,8 @@ INSTRUCTIONS = (
 
 
 #: The handle a tool call acts on, if its caller may act with the scope given
-#: ("read", "write" or "admin"); refusals raise ToolError.
+#: ("read", "write" or "admin"); refusals raise ToolError, a namespace not made yet
+#: NotFoundError.
 Target = Callable[[Context, str], PartnerMemory]
 
 P = ParamSpec("P")
@@ -138,11 +140,18 @@ def build_server(target: Target) -> MCPServer:
 
     @server.tool(
         description="The summarised recent history of the conversation, as the agent's"
-        " context (XML). Use it at the start of a session to remember where things stand."
+        " context (XML), then the newest messages not summarised yet; before anything is"
+        " stored it says so. Use it at the start of a session to remember where things"
+        " stand."
     )
     @_told
     def get_context(ctx: Context) -> str:
-        return target(ctx, "read").context_xml()
+        try:
+            memory = target(ctx, "read")
+        except NotFoundError:  # a namespace is made by its first write
+            return NOTHING_STORED
+        window = memory.window()  # first: a rolling in between repeats, never loses
+        return render_with_window(memory.context(), window)
 
     @server.tool(
         description="The conversation so far that is not summarised yet (the window),"

@@ -25,7 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from starlette.requests import Request
 
 from partner_memory.access import Access, Refused
-from partner_memory.errors import InvalidInputError, NotFoundError
+from partner_memory.errors import InvalidInputError
 from partner_memory.http.answers import error
 from partner_memory.http.hosts import HostPolicy
 from partner_memory.keys import ApiKey
@@ -103,5 +103,3 @@ class McpEndpoint:
             return self.access.memory(namespace, create=scope == "write")
         except Refused as exc:
             raise ToolError(exc.message) from exc
-        except NotFoundError as exc:
-            raise ToolError(f"NotFoundError: {exc}") from exc

@@ -12,7 +12,12 @@ import pytest
 
 from partner_memory import InvalidInputError
 from partner_memory.service import MemoryService
-from tests.frameworks import Model, framework, remembers_across_restarts_and_rolling
+from tests.frameworks import (
+    Model,
+    delivers_the_facts,
+    framework,
+    remembers_across_restarts_and_rolling,
+)
 
 framework("agent_framework")
 framework("agent_framework_openai")
@@ -145,3 +150,23 @@ def test_a_session_is_forgotten_through_the_provider(store_url: str) -> None:
         assert asyncio.run(history.get_messages("s2")) == []
         with pytest.raises(InvalidInputError, match="session_id"):
             asyncio.run(history.clear(None))
+
+
+@pytest.mark.parametrize("provider", ["history", "context"])
+def test_the_facts_of_a_long_conversation_reach_the_model(
+    store_url: str, fake_llm: Any, model: Model, provider: str
+) -> None:
+    """45 turns, 29 facts, a question about each: recall brings back what rolled away."""
+    client = OpenAIChatCompletionClient("local", api_key="local", base_url=fake_llm.base_url)
+
+    def ask(service: MemoryService, user: str, text: str) -> str:
+        chosen = (
+            PartnerMemoryHistoryProvider(memory=service)
+            if provider == "history"
+            else PartnerMemoryContextProvider(memory=service)
+        )
+        agent = Agent(client, "Be brief.", context_providers=[chosen])
+        return str(asyncio.run(agent.run(text, session=agent.create_session(session_id=user))).text)
+
+    # the context provider shows no recent messages: recall lists them too
+    delivers_the_facts(store_url, model, ask, repeats_recent=provider == "context")

@@ -13,7 +13,7 @@ import pytest
 
 from partner_memory.errors import InvalidInputError
 from partner_memory.service import MemoryService
-from tests.frameworks import Model, framework
+from tests.frameworks import Model, delivers_the_facts, framework
 
 framework("google.adk")
 
@@ -66,6 +66,19 @@ def _ask(
         return said
 
     return asyncio.run(run())
+
+
+def test_the_facts_of_a_long_conversation_reach_the_model(
+    store_url: str, fake_llm: Any, model: Model
+) -> None:
+    """45 turns, 29 facts, a question about each, each turn a new ADK session:
+    `preload_memory` searches memory with the question and recall answers it (a new
+    session holds no recent messages, so nothing says what recall may leave out)."""
+
+    def ask(service: MemoryService, user: str, text: str) -> str:
+        return _ask(fake_llm, PartnerMemoryService(memory=service), user, text)
+
+    delivers_the_facts(store_url, model, ask, repeats_recent=True)
 
 
 def test_sessions_remember_across_restarts_and_rolling_and_users_stay_apart(

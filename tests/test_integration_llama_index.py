@@ -7,7 +7,7 @@ stay apart; a forgotten namespace gives nothing back."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,7 +16,12 @@ import pytest
 from partner_memory import InvalidInputError
 from partner_memory.client import MemoryClient
 from partner_memory.service import MemoryService
-from tests.frameworks import Model, framework, remembers_across_restarts_and_rolling
+from tests.frameworks import (
+    Model,
+    delivers_the_facts,
+    framework,
+    remembers_across_restarts_and_rolling,
+)
 from tests.http_server import Server
 
 framework("llama_index.core")
@@ -84,20 +89,33 @@ def chats(fake_llm: Any) -> Iterator[Chats]:
     opened.close()
 
 
-def test_flushed_turns_survive_a_restart_and_rolling_and_stay_apart(
-    store_url: str, chats: Chats, model: Model
-) -> None:
+def _per_user(chats: Chats) -> Callable[[MemoryService, str, str], str]:
+    """A turn through the agent, with one `Memory` per user and service: a restart loses
+    its short-term queue."""
     memories: dict[tuple[int, str], Memory] = {}
 
     def ask(service: MemoryService, user: str, text: str) -> str:
-        # one Memory per user and service: a restart loses its short-term queue
         memory = memories.get((id(service), user))
         if memory is None:
             block = PartnerMemoryBlock(user, memory=service)
             memory = memories[id(service), user] = chats.memory(block, f"chat-of-{user}")
         return chats.ask(memory, text)
 
-    remembers_across_restarts_and_rolling(store_url, model, ask)
+    return ask
+
+
+def test_flushed_turns_survive_a_restart_and_rolling_and_stay_apart(
+    store_url: str, chats: Chats, model: Model
+) -> None:
+    remembers_across_restarts_and_rolling(store_url, model, _per_user(chats))
+
+
+def test_the_facts_of_a_long_conversation_reach_the_model(
+    store_url: str, chats: Chats, model: Model
+) -> None:
+    """45 turns, 29 facts, a question about each: the block's recall brings back what
+    rolled away, and not what it lists as flushed."""
+    delivers_the_facts(store_url, model, _per_user(chats))
 
 
 def test_what_is_flushed_is_recorded_and_recall_finds_it(

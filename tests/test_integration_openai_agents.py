@@ -14,13 +14,13 @@ import pytest
 from partner_memory import InvalidInputError
 from partner_memory.client import MemoryClient
 from partner_memory.service import MemoryService
-from tests.frameworks import Model, framework
+from tests.frameworks import Model, delivers_the_facts, framework
 from tests.http_server import Server
 
 agents = framework("agents")
 openai = framework("openai")
 
-from agents import Agent, OpenAIChatCompletionsModel, Runner  # noqa: E402
+from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner  # noqa: E402
 
 from partner_memory.integrations.openai_agents import (  # noqa: E402
     PartnerMemorySession,
@@ -202,3 +202,26 @@ def test_settings_and_closing_as_sqlite_session_has_them(tmp_path: Path) -> None
     mapped.close()
     with pytest.raises(TypeError, match="limitt"):
         PartnerMemorySession("bad", db=database, session_settings={"limitt": 1})
+
+
+def test_the_facts_of_a_long_conversation_reach_the_model(
+    store_url: str, fake_llm: Any, model: Model
+) -> None:
+    """45 turns, 29 facts, a question about each, `recall_input` as the runner's
+    session_input_callback: recall brings back what rolled away, and is never stored."""
+    agent = _agent(fake_llm)
+
+    def ask(service: MemoryService, user: str, text: str) -> str:
+        session = PartnerMemorySession(user, memory=service)
+        config = RunConfig(session_input_callback=session.recall_input)
+        result = asyncio.run(Runner.run(agent, text, session=session, run_config=config))
+        return str(result.final_output)
+
+    delivers_the_facts(store_url, model, ask)
+    with MemoryService.open(store_url) as service:
+        memory = service.memory("user-7")
+        said = [w.message.text for w in memory.window()]
+        for unit in memory.core.list_units().units:
+            said += [m.text for m in memory.core.get_memory_unit(unit.id).conversation_messages]
+        assert len(said) > 100
+        assert not any("<recalled_messages>" in text for text in said)

@@ -6,10 +6,16 @@ apart; every message comes back exactly."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from partner_memory.service import MemoryService
-from tests.frameworks import Model, framework, remembers_across_restarts_and_rolling
+from tests.frameworks import (
+    Model,
+    delivers_the_facts,
+    framework,
+    remembers_across_restarts_and_rolling,
+)
 
 framework("pydantic_ai")
 
@@ -41,13 +47,26 @@ def _agent(fake_llm: Any, service: MemoryService, user: str) -> Agent[None, str]
     )
 
 
-def test_runs_survive_a_restart_and_rolling_and_stay_apart(
-    store_url: str, fake_llm: Any, model: Model
-) -> None:
+def _asker(fake_llm: Any) -> Callable[[MemoryService, str, str], str]:
+    """A run of a new agent for the user, over the service."""
+
     def ask(service: MemoryService, user: str, text: str) -> str:
         return asyncio.run(_agent(fake_llm, service, user).run(text)).output
 
-    remembers_across_restarts_and_rolling(store_url, model, ask)
+    return ask
+
+
+def test_runs_survive_a_restart_and_rolling_and_stay_apart(
+    store_url: str, fake_llm: Any, model: Model
+) -> None:
+    remembers_across_restarts_and_rolling(store_url, model, _asker(fake_llm))
+
+
+def test_the_facts_of_a_long_conversation_reach_the_model(
+    store_url: str, fake_llm: Any, model: Model
+) -> None:
+    """45 turns, 29 facts, a question about each: recall brings back what rolled away."""
+    delivers_the_facts(store_url, model, _asker(fake_llm))
 
 
 def test_any_message_comes_back_exactly() -> None:

@@ -9,11 +9,12 @@ An `AgentSession`'s id is the namespace. `PartnerMemoryHistoryProvider`
 gives the agent, before a run, the namespace's context (once something
 rolled: the summary, what recall found) as a system message, then the
 window's messages, each exactly as the framework made it (kept in the
-message's metadata); after the run the framework's base class stores the
-inputs and the response through `save_messages`, which records only what
-memory does not hold yet (as the framework's own in-memory provider does): a
-caller that sends the whole conversation again each turn stores each message
-once. `clear(session_id)` forgets a session.
+message's metadata), and as instructions what recall finds for the run's
+input that the window does not hold (`k`, 5 by default; 0: none); after the
+run the framework's base class stores the inputs and the response through
+`save_messages`, which records only what memory does not hold yet (as the
+framework's own in-memory provider does): a caller that sends the whole
+conversation again each turn stores each message once. `clear(session_id)` forgets a session.
 `PartnerMemoryContextProvider` instead adds, as instructions, the context and
 what recall finds for the run's input (so a long memory is asked, not
 replayed), and records the turn unless a history provider does. What they do
@@ -66,13 +67,39 @@ class PartnerMemoryHistoryProvider(_Sessions, HistoryProvider):
         db: str | Path | None = None,
         memory: Memory | None = None,
         context: bool = True,
+        k: int = 5,
         source_id: str = "partner_memory",
         **options: Any,
     ) -> None:
-        """`options` are `HistoryProvider`'s (`load_messages`, `store_inputs`, ...)."""
+        """`k`: the messages recall adds for the run's input at the most (0: none);
+        `options` are `HistoryProvider`'s (`load_messages`, `store_inputs`, ...)."""
         HistoryProvider.__init__(self, source_id, **options)
-        self.context = context
+        self.context, self.k = context, k
         self._open(db, memory)
+
+    async def before_run(
+        self,
+        *,
+        agent: Any,
+        session: AgentSession,
+        context: SessionContext,
+        state: dict[str, Any],
+    ) -> None:
+        """The history (`get_messages`), then, as instructions, what recall finds for the
+        input that the history does not hold (what rolled away, or was never replayed)."""
+        await super().before_run(agent=agent, session=session, context=context, state=state)
+        asked = _asked(context)
+        if not self.k or not asked:
+            return
+
+        def recalled() -> str:
+            binding = self._binding(context.session_id)
+            seen = {m.id for m in binding.window()}
+            return binding.recalled(asked, k=self.k, seen=seen)
+
+        found = await asyncio.to_thread(recalled)
+        if found:
+            context.extend_instructions(self.source_id, f"What you remember:\n{found}")
 
     async def get_messages(
         self, session_id: str | None, *, state: dict[str, Any] | None = None, **kwargs: Any
@@ -133,8 +160,7 @@ class PartnerMemoryContextProvider(_Sessions, ContextProvider):
         context: SessionContext,
         state: dict[str, Any],
     ) -> None:
-        asked = "\n".join(m.text for m in context.input_messages if m.text).strip()
-
+        asked = _asked(context)
         binding = self._binding(context.session_id)
         known = await asyncio.to_thread(binding.remembered, asked, k=self.k)
         if known:
@@ -155,6 +181,11 @@ class PartnerMemoryContextProvider(_Sessions, ContextProvider):
             said += context.response.messages
         recorded = [message_of(m) for m in said]
         await asyncio.to_thread(lambda: self._binding(context.session_id).record(recorded))
+
+
+def _asked(context: SessionContext) -> str:
+    """What the run's input says, as recall is asked it."""
+    return "\n".join(m.text for m in context.input_messages if m.text).strip()
 
 
 def message_of(message: FrameworkMessage) -> Message:

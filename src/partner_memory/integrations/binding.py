@@ -10,7 +10,7 @@ window, a unit or a context.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from partner_memory.client import MemoryClient
@@ -134,20 +134,47 @@ class NamespaceBinding(_Owner):
     def remembered(self, asked: str, *, k: int, window: bool = False) -> str:
         """What an agent is told it remembers, as one text: the namespace's context, the
         window's messages (with `window`: for a framework that keeps no copy of what it
-        handed over), and the `k` messages recall finds for `asked`; "" if none."""
+        handed over), and what recall finds for `asked` (`recalled`); "" if none."""
         held = self.window() if window else []
-        found = self.recall(asked, k=k, activate=False).hits if asked.strip() else []
-        shown = {m.id for m in held}
         parts = [
             self.context_xml(),
             _listed("earlier_messages", held),
-            _listed("recalled_messages", [h.message for h in found if h.message.id not in shown]),
+            self.recalled(asked, k=k, seen={m.id for m in held}),
         ]
         return "\n".join(part for part in parts if part)
 
+    def recalled(self, asked: str, *, k: int, seen: Collection[str] = ()) -> str:
+        """`recalled_messages` as one `<recalled_messages>` text; "" if none."""
+        return _listed("recalled_messages", self.recalled_messages(asked, k=k, seen=seen))
 
-def _listed(tag: str, messages: Sequence[Message]) -> str:
-    said = "\n".join(f"- {m.speaker or m.role}: {m.text}" for m in messages)
+    def recalled_messages(
+        self, asked: str, *, k: int, seen: Collection[str] = ()
+    ) -> list[tuple[Message, str]]:
+        """The `k` messages recall finds for `asked` (a user's latest input) that the
+        model is not shown already (`seen`, by id), best first, each with its text as
+        shown: cut to `RECALLED_MESSAGE_CHARS`, and no more than `RECALLED_CHARS` in all."""
+        found = self.recall(asked, k=k, activate=False).hits if asked.strip() else []
+        shown: list[tuple[Message, str]] = []
+        used = 0
+        for message in (h.message for h in found if h.message.id not in seen):
+            text = message.text
+            if len(text) > RECALLED_MESSAGE_CHARS:
+                text = text[: RECALLED_MESSAGE_CHARS - 1] + "…"
+            if shown and used + len(text) > RECALLED_CHARS:
+                break
+            shown.append((message, text))
+            used += len(text)
+        return shown
+
+
+#: What recall adds to a model's input at the most, in characters of text, and of one
+#: message: the hits are a few lines beside the conversation, not a second transcript.
+RECALLED_CHARS, RECALLED_MESSAGE_CHARS = 3000, 600
+
+
+def _listed(tag: str, messages: Sequence[Message] | Sequence[tuple[Message, str]]) -> str:
+    pairs = [m if isinstance(m, tuple) else (m, m.text) for m in messages]
+    said = "\n".join(f"- {m.speaker or m.role}: {text}" for m, text in pairs)
     return f"<{tag}>\n{said}\n</{tag}>" if said else ""
 
 

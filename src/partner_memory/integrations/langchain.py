@@ -17,6 +17,16 @@ calls, names, ids); once the window rolls, `messages` starts with the
 namespace's context (the rolled summary, what recall found) as a
 `SystemMessage`. `clear` forgets the namespace. What it does not do: give
 back the messages of rolled units (the summary stands for them).
+
+A history is read before the new input, so what recall finds for the input
+comes through LangChain's place for it, a retriever: `history.retriever()`
+(or `PartnerMemoryRetriever(session_id, memory=service)`) gives the `k` (5)
+messages recall finds that the window does not hold, as documents, and
+`recalled_text(documents)` lists them for a prompt:
+
+    def chain_for(history):
+        found = itemgetter("question") | history.retriever() | recalled_text
+        return RunnablePassthrough.assign(recalled=found) | prompt | model
 """
 
 from __future__ import annotations
@@ -26,7 +36,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.documents import Document
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -35,8 +47,10 @@ from langchain_core.messages import (
     message_to_dict,
     messages_from_dict,
 )
+from langchain_core.retrievers import BaseRetriever
+from pydantic import PrivateAttr
 
-from partner_memory.integrations.binding import BoundAdapter, Memory
+from partner_memory.integrations.binding import BoundAdapter, Memory, NamespaceBinding
 from partner_memory.model import Message, Role
 
 #: Where a message keeps the LangChain message it was made from (when its text alone cannot).
@@ -85,6 +99,72 @@ class PartnerMemoryChatHistory(BoundAdapter, BaseChatMessageHistory):
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)
+
+    def retriever(self, k: int = 5) -> PartnerMemoryRetriever:
+        """What recall finds in this history's namespace for a query, skipping the
+        window (`messages` holds it), on the history's own memory."""
+        return PartnerMemoryRetriever.over(self._binding, k=k)
+
+
+class PartnerMemoryRetriever(BaseRetriever):
+    """The `k` messages recall finds in one namespace for a query, best first, as
+    documents (text cut to a bound; the message's id, role, speaker, time and unit in
+    the metadata), leaving out the window's (`skip_window`: a history shows them)."""
+
+    namespace: str
+    k: int = 5
+    skip_window: bool = True
+    _binding: NamespaceBinding = PrivateAttr()
+
+    def __init__(
+        self,
+        namespace: str,
+        *,
+        db: str | Path | None = None,
+        memory: Memory | None = None,
+        **fields: Any,
+    ) -> None:
+        super().__init__(**{**fields, "namespace": namespace})
+        self._binding = NamespaceBinding(namespace, db=db, memory=memory)
+
+    @classmethod
+    def over(cls, binding: NamespaceBinding, *, k: int) -> PartnerMemoryRetriever:
+        """A retriever on a binding an adapter holds (it closes nothing)."""
+        made = cls.model_construct(namespace=binding.namespace, k=k, skip_window=True)
+        made._binding = binding
+        return made
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        binding = self._binding
+        seen = {m.id for m in binding.window()} if self.skip_window else set()
+        return [
+            Document(
+                text,
+                metadata={
+                    "id": m.id,
+                    "role": m.role,
+                    "speaker": m.speaker,
+                    "timestamp": m.timestamp,
+                },
+            )
+            for m, text in binding.recalled_messages(query, k=self.k, seen=seen)
+        ]
+
+    def close(self) -> None:
+        """Close the service opened from `db` (one handed in stays open)."""
+        self._binding.close()
+
+
+def recalled_text(documents: Sequence[Document]) -> str:
+    """A retriever's documents as one `<recalled_messages>` list for a prompt ("" if
+    none): each line who said it and what."""
+    lines = [
+        f"- {d.metadata.get('speaker') or d.metadata.get('role')}: {d.page_content}"
+        for d in documents
+    ]
+    return "<recalled_messages>\n" + "\n".join(lines) + "\n</recalled_messages>" if lines else ""
 
 
 def message_of(message: BaseMessage) -> Message:

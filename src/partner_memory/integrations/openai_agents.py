@@ -9,8 +9,16 @@ the window (its text for summaries and recall; the item itself, exact, in
 the message's metadata), so the items survive restarts and processes, and
 once the window rolls, `get_items` starts with the namespace's context (the
 rolled summary, what recall found) as a system item before the items not
-rolled yet. `pop_item` forgets the newest item; `clear_session` forgets the
-namespace. What it does not do: read items back out of rolled units (the
+rolled yet. The session cannot see a run's new input, so recall for it goes
+where the SDK merges history and input, `RunConfig.session_input_callback`:
+
+    config = RunConfig(session_input_callback=session.recall_input)
+    result = await Runner.run(agent, "What is my dentist called?", session=session,
+                              run_config=config)
+
+puts what recall finds for the input that the items do not hold (`k`, 5) as a
+system item before it, never stored. `pop_item` forgets the newest item;
+`clear_session` forgets the namespace. What it does not do: read items back out of rolled units (the
 summary stands for them), or store the SDK's compaction snapshots.
 """
 
@@ -45,10 +53,14 @@ class PartnerMemorySession(BoundAdapter, SessionABC):
         memory: Memory | None = None,
         context: bool = True,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        k: int = 5,
     ) -> None:
         """`session_settings` as `SQLiteSession` takes them: a `SessionSettings`, a dict
-        of its fields (an unknown one is a TypeError), or None for the defaults."""
+        of its fields (an unknown one is a TypeError), or None for the defaults; `k`: the
+        messages `recall_input` adds at the most."""
         self.session_id = session_id
+        self.k = k
+        self._given: set[str] = set()  # what recall_input added, so add_items skips it
         self.session_settings = (
             SessionSettings()
             if session_settings is None
@@ -87,10 +99,47 @@ class PartnerMemorySession(BoundAdapter, SessionABC):
             items = items[-limit:] if limit > 0 else []
         return items
 
+    async def recall_input(
+        self, history: list[TResponseInputItem], new_input: list[TResponseInputItem]
+    ) -> list[TResponseInputItem]:
+        """A `session_input_callback`: the history, then what recall finds for the new
+        input's user text that the window does not hold (as a system item, which the
+        runner hands back to `add_items` and which is not stored), then the input."""
+        self._open()
+        asked = "\n".join(
+            _text(dict(cast("Mapping[str, Any]", i)))
+            for i in new_input
+            if isinstance(i, Mapping) and i.get("role") == "user"
+        ).strip()
+        if not asked or not self.k:
+            return [*history, *new_input]
+
+        def recalled() -> str:
+            seen = {m.id for m in self._binding.window()}
+            return self._binding.recalled(asked, k=self.k, seen=seen)
+
+        found = await asyncio.to_thread(recalled)
+        if not found:
+            return [*history, *new_input]
+        self._given.add(found)
+        given = cast("TResponseInputItem", {"role": "system", "content": found})
+        return [*history, given, *new_input]
+
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         self._open()
-        messages = [message_of(item) for item in items]
+        kept = [item for item in items if not self._recalled(item)]
+        messages = [message_of(item) for item in kept]
         await asyncio.to_thread(self._binding.record, messages)
+
+    def _recalled(self, item: TResponseInputItem) -> bool:
+        """Whether `item` is what `recall_input` added (the runner stores it as input)."""
+        if not isinstance(item, Mapping) or item.get("role") != "system":
+            return False
+        content = item.get("content")
+        if isinstance(content, str) and content in self._given:
+            self._given.discard(content)
+            return True
+        return False
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Forget the newest item of the window and return it (None: the window is empty)."""

@@ -6,9 +6,10 @@
 
 The first argument (the user or conversation) is the namespace. Before a run
 it reads the window back (each message exactly as the run made it, kept in
-the message's metadata); each model request is sent the namespace's context
-(once something rolled: the summary, what recall found) as a system prompt,
-then that history, then the run's own messages; after the run, its new
+the message's metadata) and asks recall about the run's prompt; each model
+request is sent the namespace's context (once something rolled: the summary)
+and what recall found that the window does not hold (`k`, 5 by default; 0:
+none) as a system prompt, then that history, then the run's own messages; after the run, its new
 messages are recorded. What it does not do: give back the messages of rolled
 units (the summary stands for them), or merge a `message_history` the caller
 passes with the stored one (pass one or the other). Pydantic AI has no verb
@@ -54,6 +55,8 @@ class PartnerMemoryHistory(BoundAdapter, AbstractCapability[Any]):
     db: str | Path | None = None
     memory: Memory | None = None
     context: bool = True
+    #: The messages recall adds for the run's prompt at the most (0: none).
+    k: int = 5
     _history: list[ModelMessage] = dataclasses.field(default_factory=list, repr=False)
     _context: str = ""
 
@@ -68,8 +71,14 @@ class PartnerMemoryHistory(BoundAdapter, AbstractCapability[Any]):
         return run
 
     async def before_run(self, ctx: RunContext[Any]) -> None:
+        asked = _prompt_text(ctx.prompt)
+
         def read() -> tuple[list[ModelMessage], str]:
-            return [model_message(m) for m in self._binding.window()], self._context_xml()
+            window = self._binding.window()
+            seen = {m.id for m in window}
+            recalled = self._binding.recalled(asked, k=self.k, seen=seen) if self.k else ""
+            known = "\n".join(part for part in (self._context_xml(), recalled) if part)
+            return [model_message(m) for m in window], known
 
         history, self._context = await asyncio.to_thread(read)
         self._history = _from_a_prompt(history)
@@ -105,10 +114,19 @@ def partner_memory_history(
     db: str | Path | None = None,
     memory: Memory | None = None,
     context: bool = True,
+    k: int = 5,
 ) -> PartnerMemoryHistory:
     """The capability for one user or conversation (`namespace`), from a database or over
-    a `MemoryService` / `MemoryClient` it leaves open."""
-    return PartnerMemoryHistory(namespace, db=db, memory=memory, context=context)
+    a `MemoryService` / `MemoryClient` it leaves open; `k`: the messages recall adds for
+    each run's prompt at the most (0: none)."""
+    return PartnerMemoryHistory(namespace, db=db, memory=memory, context=context, k=k)
+
+
+def _prompt_text(prompt: Any) -> str:
+    """What a run's prompt says (its text parts), as recall is asked it."""
+    if isinstance(prompt, str):
+        return prompt
+    return " ".join(p for p in prompt or () if isinstance(p, str))
 
 
 def message_of(message: ModelMessage) -> Message:

@@ -40,7 +40,8 @@ import numpy as np
 
 from partner_memory import Message
 from partner_memory.ingest import read_transcript
-from partner_memory.rolling.summarize import ExtractiveSummarizer, sentences_of
+from partner_memory.rolling.summarize import ExtractiveSummarizer
+from partner_memory.sentences import sentences_of
 
 HERE = Path(__file__).resolve().parent
 LOCOMO = Path(

@@ -184,3 +184,17 @@ def test_the_async_client_and_a_refused_key(served: Server) -> None:
     wrong = MemoryClient(served.url, "async-ns", key="pm_000000000000_" + "x" * 43)
     with wrong, pytest.raises(AccessDeniedError, match="401"):
         wrong.stats()  # a key that is shown is checked, even on an open service
+
+
+def test_a_slice_comes_with_where_each_summary_sentence_came_from(memory: Any) -> None:
+    _talk(memory)
+    unit = memory.recall("Kyoto", activate=False).slices[0]
+    read = memory.read_slice(unit.unit_id[:8], unit.slice.id)  # prefixes, as on the CLI
+    assert read.memory_slice == unit.slice
+    assert [m.text for m in read.messages][:2] == [
+        "I adopted a cat named Luna",
+        "Lovely! What colour is she?",
+    ]
+    assert read.provenance
+    assert all(s.supported and len(s.positions) == 1 for s in read.provenance)
+    assert any("Kyoto" in s.text for s in read.provenance)

@@ -64,6 +64,10 @@ def test_memory_over_http_end_to_end(server: Server) -> None:
         shown = client.get(f"/v1/namespaces/{NS}/units/{unit_id}/slices/{slice_id}").json()
         assert shown["slice"]["id"] == slice_id
         assert any("Luna" in m["content"] for m in shown["messages"])
+        luna = next(s for s in shown["provenance"] if "Luna" in s["text"])  # its messages
+        at = luna["positions"][0] - shown["slice"]["start_index"]
+        assert "Luna" in shown["messages"][at]["content"]
+        assert luna["supported"] is True
         # the short ids the command line takes (an unambiguous prefix)
         short = client.get(f"/v1/namespaces/{NS}/units/{unit_id[:8]}/slices/{slice_id[:6]}")
         assert short.json() == shown

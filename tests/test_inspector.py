@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from partner_memory import PartnerMemory
 from partner_memory.core import MemoryCore
 from partner_memory.store import open_store
 from tests.http_server import Server, make_key
@@ -140,7 +141,7 @@ def test_browse_search_and_forget_as_admin(served: tuple[Server, str], browser: 
     assert page.locator("h1").inner_text().startswith("Memory session")
     visit.shot("unit")
     page.locator("ol.slices li a").first.click()
-    assert page.locator("blockquote.summary").is_visible()
+    assert page.locator("ol.provenance li.sentence").count() > 0  # the summary, traced
     assert page.locator("li.message").count() > 0
     visit.shot("slice")
 
@@ -243,4 +244,41 @@ def test_pages_read_without_javascript_and_refuse_other_sites(
     assert page.locator("h1").inner_text() == "404"
     assert [e for e in visit.errors if "404" not in e] == []  # the browser reports the 404
     visit.errors.clear()
+    visit.close()
+
+
+class _MadeUp:
+    """An LLM-like summariser that says one thing its messages never said."""
+
+    name = "llm"
+
+    def summarize(self, messages: object, meter: object) -> str:
+        return "Mei adopted a kitten called Luna. Mei owns a sailing yacht called Seahorse."
+
+
+def test_a_summary_sentence_opens_its_message_and_a_made_up_one_is_marked(
+    served: tuple[Server, str], browser: object
+) -> None:
+    server, database = served
+    _, admin = make_key(database, "*", "admin")
+    with PartnerMemory(
+        open_store(database), "traced", summarizers=[_MadeUp()], owns_store=True, idle_timer=False
+    ) as memory:
+        memory.record_turn("I adopted a kitten called Luna", "Lovely name!", source="USER: Mei")
+        rolled = memory.roll_now()
+        assert rolled is not None
+        unit, luna = rolled.memory_unit.id, rolled.increment_messages[0].id
+    visit = Visit(browser, server)
+    page = visit.page
+    visit.login(admin)
+    page.goto(f"/slice?ns=traced&unit={unit}&slice={rolled.memory_slice.id}")
+    sentences = page.locator("ol.provenance li.sentence")
+    assert sentences.count() == 2
+    assert page.locator("li.sentence.unsupported").count() == 1
+    assert "Seahorse" in page.locator("li.sentence.unsupported").inner_text()
+    assert "not supported by its messages" in page.locator("li.unsupported .flag").inner_text()
+    visit.shot("slice-provenance")
+    sentences.first.locator("a.source").click()
+    assert page.url.endswith(f"#m-{luna}")
+    assert "Luna" in page.locator(f"#m-{luna}").inner_text()
     visit.close()

@@ -19,6 +19,7 @@ from typing import Any, Self, Unpack
 from partner_memory.context import Domain, ResolvedBlock
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
 from partner_memory.model import Message, RollingTotals, WindowMessage
+from partner_memory.provenance import SliceReading
 from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.requests import ForgetRequest, TurnInput, TurnOptions
@@ -144,6 +145,9 @@ class AsyncPartnerMemory(_Closing):
         self, query: str | RecallQuery, **options: Unpack[RecallOptions]
     ) -> RecallResult:
         return await asyncio.to_thread(self.sync.recall, RecallQuery.of(query, **options))
+
+    async def read_slice(self, unit_id: str, slice_id: str) -> SliceReading:
+        return await asyncio.to_thread(self.sync.read_slice, unit_id, slice_id)
 
     async def forget(self, request: ForgetRequest) -> int:
         return await asyncio.to_thread(self.sync.forget, request)

@@ -37,6 +37,7 @@ from partner_memory.model import (
     WindowMessage,
     check_namespace,
 )
+from partner_memory.provenance import SliceReading
 from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.requests import ForgetRequest, TurnInput, TurnOptions
@@ -141,6 +142,10 @@ class _Requests:
     def window_messages(answer: dict[str, Any]) -> list[WindowMessage]:
         return [WindowMessage.from_dict(m) for m in answer["messages"]]
 
+    def read_slice(self, unit_id: str, slice_id: str) -> _Call:
+        unit = f"{self.prefix}/units/{quote(unit_id, safe='')}"
+        return _Call("GET", f"{unit}/slices/{quote(slice_id, safe='')}")
+
     def recall(self, asked: RecallQuery) -> _Call:
         body = {name: v for name, v in asked.to_dict().items() if v is not None}
         return _Call("POST", f"{self.prefix}/recall", body)
@@ -244,6 +249,11 @@ class MemoryClient:
     def recall(self, query: str | RecallQuery, **options: Unpack[RecallOptions]) -> RecallResult:
         call = self._requests.recall(RecallQuery.of(query, **options))
         return RecallResult.from_dict(self._json(call))
+
+    def read_slice(self, unit_id: str, slice_id: str) -> SliceReading:
+        """A slice, the messages it covers and where each summary sentence came from
+        (either id may be an unambiguous prefix)."""
+        return SliceReading.from_dict(self._json(self._requests.read_slice(unit_id, slice_id)))
 
     def forget(self, request: ForgetRequest) -> int:
         """Carry out a forget; forgetting the namespace leaves it going on empty."""
@@ -354,6 +364,10 @@ class AsyncMemoryClient:
     ) -> RecallResult:
         call = self._requests.recall(RecallQuery.of(query, **options))
         return RecallResult.from_dict(await self._json(call))
+
+    async def read_slice(self, unit_id: str, slice_id: str) -> SliceReading:
+        call = self._requests.read_slice(unit_id, slice_id)
+        return SliceReading.from_dict(await self._json(call))
 
     async def forget(self, request: ForgetRequest) -> int:
         if request.target != "namespace":

@@ -27,6 +27,7 @@ from partner_memory.model import (
     check_timestamp,
     new_id,
 )
+from partner_memory.provenance import SliceReading, provenance
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store.contract.base import MemoryStore
 from partner_memory.store.contract.capabilities import (
@@ -185,6 +186,21 @@ class MemoryCore:
         if start > stop:
             raise InvalidInputError(f"message range [{start}, {stop}) ends before it starts")
         return self._store.read_messages(self._namespace, unit_id, start, stop)
+
+    def read_slice(self, unit_id: str, slice_id: str) -> SliceReading:
+        """A slice, the original messages it covers, and the messages each sentence of its
+        summary came from (`provenance`: derived from the two, so always in step)."""
+        memory_slice = self.get_memory_slice(unit_id, slice_id)
+        messages = self._store.read_messages(
+            self._namespace, unit_id, memory_slice.start_index, memory_slice.end_index
+        )
+        return SliceReading(
+            self._namespace,
+            unit_id,
+            memory_slice,
+            tuple(messages),
+            tuple(provenance(memory_slice, messages)),
+        )
 
     def read_slice_messages(self, unit_id: str, slice_id: str) -> list[Message]:
         """The original messages a slice summarises: the point of the design."""

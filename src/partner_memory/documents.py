@@ -30,13 +30,9 @@ def unit_document(core: MemoryCore, unit_id: str, *, messages: bool) -> dict[str
 
 
 def slice_document(core: MemoryCore, unit_id: str, slice_id: str) -> dict[str, Any]:
-    """A slice's summary beside the original messages it covers."""
-    return {
-        "namespace": core.namespace,
-        "unit_id": unit_id,
-        "slice": core.get_memory_slice(unit_id, slice_id).to_dict(),
-        "messages": plain(core.read_slice_messages(unit_id, slice_id)),
-    }
+    """A slice's summary beside the original messages it covers, and where each sentence
+    of the summary came from."""
+    return core.read_slice(unit_id, slice_id).to_dict()
 
 
 def stats_document(core: MemoryCore, info: NamespaceInfo) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from partner_memory.context import DEFAULT_DOMAINS, Domain, ResolvedBlock, rende
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message, RollingTotals, WindowMessage, check_limit
 from partner_memory.namespace_context import NamespaceContext
+from partner_memory.provenance import SliceReading
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.replicas import RecallIndexSettings
@@ -231,6 +232,11 @@ class PartnerMemory:
         gets the same blocks at the same moment, and reading changes nothing.
         """
         return self.context_source.resolve(domains)
+
+    def read_slice(self, unit_id: str, slice_id: str) -> SliceReading:
+        """A slice, the original messages it covers, and the messages each sentence of its
+        summary came from (`provenance`); either id may be an unambiguous prefix."""
+        return self.core.read_slice(*self.core.resolve_slice(unit_id, slice_id))
 
     def window(self) -> list[WindowMessage]:
         """The conversation window (what is not rolled yet), oldest first, each message

@@ -171,11 +171,19 @@ class UnitDoc(Doc):
     messages: list[MessageOut] | None = None
 
 
+class SummarySentenceOut(Doc):
+    text: str
+    positions: list[int]
+    supported: bool
+    held: float
+
+
 class SliceDoc(Doc):
     namespace: str
     unit_id: str
     slice: SliceOut
     messages: list[MessageOut]
+    provenance: list[SummarySentenceOut]
 
 
 class HitOut(Doc):

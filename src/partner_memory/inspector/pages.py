@@ -35,7 +35,7 @@ from partner_memory.inspector.viewer import (
 )
 from partner_memory.keys import SESSION_LIFETIME_MS
 from partner_memory.memory import PartnerMemory
-from partner_memory.model import check_namespace
+from partner_memory.model import MemorySlice, check_namespace
 
 router = APIRouter(include_in_schema=False)
 
@@ -46,6 +46,9 @@ MESSAGES_PAGE = 200
 ROLLINGS_PAGE = 50
 CHART_ROLLINGS = 1000
 SLICES_SHOWN_PER_UNIT = 5
+#: The longest slice whose summary is traced to its messages on its page (a slice
+#: imported whole may cover a large unit; the API traces any).
+TRACED_MOST = 2000
 
 Ns = Annotated[str, Query(max_length=400)]
 Id = Annotated[str, Query(max_length=200)]
@@ -189,6 +192,24 @@ def unit(request: Request, viewer: Looking, ns: Ns, unit: Id, page: Page = 0) ->
         )  # fmt: skip
 
 
+def _traced(core: MemoryCore, unit: str, found: MemorySlice) -> list[dict[str, Any]]:
+    """Each summary sentence with links to the messages it came from (their page and
+    anchor on this slice's pages), and whether they support it."""
+    read = core.read_slice(unit, found.id)
+    ids = {found.start_index + i: m.id for i, m in enumerate(read.messages)}
+    return [
+        {
+            "text": sentence.text,
+            "supported": sentence.supported,
+            "held": sentence.held,
+            "sources": [
+                (p, (p - found.start_index) // MESSAGES_PAGE, ids[p]) for p in sentence.positions
+            ],
+        }
+        for sentence in read.provenance
+    ]
+
+
 @router.get("/slice", response_class=HTMLResponse)
 def memory_slice(
     request: Request, *, viewer: Looking, ns: Ns, unit: Id, slice: Id, page: Page = 0
@@ -203,9 +224,11 @@ def memory_slice(
         start = found.start_index + page * MESSAGES_PAGE
         end = min(found.end_index, start + MESSAGES_PAGE)
         messages = core.read_messages(unit, start, end) if start < end else []
+        traced = _traced(core, unit, found) if len(found) <= TRACED_MOST else None
         return _page(
             request, "slice.html", viewer, ns=core.namespace, unit=core.get_unit_info(unit),
             slice=found, messages=list(zip(range(start, end), messages, strict=True)),
+            traced=traced,
             page=page, pages=max(1, -(-len(found) // MESSAGES_PAGE)),
             previous=every[at - 1] if at > 0 else None,
             following=every[at + 1] if at + 1 < len(every) else None,

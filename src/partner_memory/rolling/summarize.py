@@ -24,13 +24,13 @@ from partner_memory.model import Message, check_text
 from partner_memory.rolling.llm import ChatClient, LLMError, UsageMeter
 from partner_memory.rolling.prompts import language_of, letter_counts, summary_messages
 from partner_memory.said_dates import pointed_dates
+from partner_memory.sentences import SENTENCE
 
 EXCEPTION_PLACEHOLDER = "no summary, due to exception"
 #: A summary is one compact paragraph: an answer far longer is not one.
 MAX_SUMMARY_CHARS = 20_000
 EMPTY_PLACEHOLDER = "no summary, due to empty summarize result"
 
-_SENTENCE = re.compile(r"[^。！？!?;；\n]+(?:[。！？!?;；]+|\.(?=\s|$)|$)", re.MULTILINE)
 _WORD = re.compile(r"\w", re.UNICODE)
 _STOPWORDS = frozenset(
     """a an the and or but if of to in on at for with from by as is are was were be been being
@@ -41,11 +41,6 @@ _STOPWORDS = frozenset(
     的 了 是 我 你 他 她 它 们 在 和 也 就 都 而 及 与 着 或
     一个 没有 我们 你们 他们 这 那 吗 呢 吧 啊 呀""".split()
 )
-
-
-def sentences_of(text: str) -> list[str]:
-    """`text`'s sentences as the summariser cuts them (Latin and CJK marks, lines)."""
-    return [s for s in map(str.strip, _SENTENCE.findall(text)) if s]
 
 
 class MessageSummarizer(Protocol):
@@ -128,7 +123,7 @@ _CACHED_CHARS = 1000
 def _read_now(content: str) -> _Read:
     parsed = r11.parse(content)
     sentences = []
-    for text in map(str.strip, _SENTENCE.findall(parsed.body)):
+    for text in map(str.strip, SENTENCE.findall(parsed.body)):
         words = _segment(text)
         if words:
             n = len(words)
@@ -316,7 +311,14 @@ class ExtractiveSummarizer:
                 head + "；".join(f"{s}：{p}" for (s, _), p in zip(said, parts, strict=True)) + "。"
             )
         head = f"I talked with {_and(speakers)}: " if named else "My notes: "
-        return head + " ".join(f"{s}: {' '.join(texts)}" for s, texts in said)
+        # a message without a closing mark still ends its sentence ("...Luna. I: Lovely!")
+        ended = [[t if t.endswith(_ENDS) else f"{t}." for t in texts] for _, texts in said]
+        return head + " ".join(
+            f"{s}: {' '.join(texts)}" for (s, _), texts in zip(said, ended, strict=True)
+        )
+
+
+_ENDS = (".", "!", "?", "…", ";")
 
 
 def _dated(text: str, dates: Sequence[str], lang: str) -> str:

@@ -241,6 +241,18 @@ def test_a_summariser_fallback_is_an_event_a_count_and_a_log_event(
     assert (record.namespace, record.failed) == ("agent", "summarize")  # type: ignore[attr-defined]
 
 
+def test_a_summary_sentence_no_message_supports_is_counted(
+    otel: Telemetry, tmp_path: Path, fake_llm: Any
+) -> None:
+    fake_llm.default = ("ok", "We talked about the weather. Mei owns a yacht called Seahorse.")
+    llm = LLMSettings(base_url=fake_llm.base_url, model="m", max_retries=0, topics=False)
+    store = SQLiteStore(tmp_path / "made-up.db")
+    with PartnerMemory(store, "agent", idle_timer=False, owns_store=True, llm=llm) as memory:
+        memory.record_turn("How is the weather?", "Sunny and warm today.")
+        assert memory.roll_now() is not None
+    assert otel.total(n.UNSUPPORTED_SENTENCES, **{n.SUMMARIZER: "llm"}) == 1
+
+
 def test_forgets_are_delete_memory_spans_and_counted(
     otel: Telemetry, memory: PartnerMemory
 ) -> None:

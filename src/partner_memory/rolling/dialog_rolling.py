@@ -46,6 +46,7 @@ from partner_memory.model import (
     new_id,
     newest,
 )
+from partner_memory.provenance import provenance
 from partner_memory.rolling.after_rolling import AfterRollingRegistry, RollingResult
 from partner_memory.rolling.compress import MessageCompressor
 from partner_memory.rolling.lease import LeaseKeeper
@@ -461,6 +462,10 @@ def _rolled(namespace: str, commit: RollingCommit, slice_id: str | None) -> None
     labels = {n.IDLE: commit.idle, n.SUMMARIZER: cost.summarizer}
     parts.rollings.add(1, labels)
     parts.rolled_messages.add(len(commit.messages), labels)
+    if cost.summarizer not in ("extractive", "placeholder"):  # those only quote
+        checked = MemorySlice("checked", 0, len(commit.messages), commit.summary, 0)
+        made_up = sum(not s.supported for s in provenance(checked, commit.messages))
+        parts.unsupported.add(made_up, {n.SUMMARIZER: cost.summarizer})
     current = trace.get_current_span()
     current.set_attributes(
         {

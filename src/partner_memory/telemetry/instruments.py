@@ -110,6 +110,9 @@ class Instruments:
         self.rollings = count(n.ROLLINGS_DONE, "{rolling}", "Rollings committed (or failed).")
         self.rolled_messages = count(n.ROLLED_MESSAGES, "{message}", "Messages rolled.")
         self.fallbacks = count(n.ROLLING_FALLBACKS, "{fallback}", "Summarisers that fell back.")
+        self.unsupported = count(
+            n.UNSUPPORTED_SENTENCES, "{sentence}", "Summary sentences no message supports."
+        )
         self.forgets = count(n.FORGETS, "{forget}", "Forgets, by what was forgotten.")
         self.consumer_applied = count(n.CONSUMER_APPLIED, "{rolling}", "Rollings applied.")
         self.consumer_failures = count(n.CONSUMER_FAILURES, "{failure}", "Failed applies.")

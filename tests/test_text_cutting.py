@@ -17,6 +17,7 @@ from partner_memory.ascii_text import alnum_runs, letters, lower_alnum_runs
 from partner_memory.ingest import read_transcript
 from partner_memory.recall import chunk_vectors
 from partner_memory.rolling import summarize
+from partner_memory.sentences import SENTENCE
 from tests.helpers import LOCOMO_DIR, needs_locomo
 
 #: Words jieba cuts otherwise than at spaces and punctuation, and ordinary ones.
@@ -40,7 +41,7 @@ def _locomo_sentences() -> list[str]:
         for path in sorted(LOCOMO_DIR.glob("conv-*.json"))
         for m in read_transcript(path).messages
     ]
-    return [found.group().strip() for text in said for found in summarize._SENTENCE.finditer(text)]
+    return [found.group().strip() for text in said for found in SENTENCE.finditer(text)]
 
 
 @settings(max_examples=3000, deadline=None)

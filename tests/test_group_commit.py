@@ -403,6 +403,20 @@ def _acknowledged(ack_dir: Path) -> int:
     return sum(len(p.read_text("utf-8").splitlines()) for p in ack_dir.glob("*.acks"))
 
 
+def _left(memory: PartnerMemory, rolled: object) -> str:
+    """What the final idle rolling left in the window, for the failure's message: each
+    message, its interaction time, whether a unit holds it already; the rolling's
+    result and the namespace's last interaction."""
+    window = memory.window()
+    stored = memory.core.known_ids([w.message.id for w in window])
+    said = [
+        (w.message.id, w.interaction, w.message.id in stored, w.message.content[-40:])
+        for w in window
+    ]
+    last = memory.trajectory.last_interaction
+    return f"left {said}; rolled {rolled!r}; last interaction {last}"
+
+
 @pytest.mark.slow
 def test_sigkill_during_group_commits_loses_and_doubles_nothing(tmp_path: Path) -> None:
     """Two processes of four recording threads each, on two shared namespaces, are
@@ -433,8 +447,8 @@ def test_sigkill_during_group_commits_loses_and_doubles_nothing(tmp_path: Path) 
         for n in range(2):
             with MemoryService(store, settings=RollingSettings(lease_ttl_s=0.5)) as service:
                 memory = service.memory(f"shared-{n}")
-                memory.roll_now(idle=True)  # what a killed worker left in the window
-                assert len(memory.trajectory) == 0
+                rolled = memory.roll_now(idle=True)  # what a killed worker left in the window
+                assert len(memory.trajectory) == 0, _left(memory, rolled)
                 for unit in memory.core.unit_ids():
                     stored += [
                         f"{m.id} {m.content.split(chr(10) * 2, 1)[-1]}"

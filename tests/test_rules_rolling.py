@@ -468,6 +468,32 @@ def test_stats_add_up(memory: PartnerMemory, manual_clock: ManualClock) -> None:
     assert totals.pipeline_ms > 0
 
 
+def test_r15_one_kept_message_alone_in_the_window_stays_and_is_stored_once(
+    store: MemoryStore, manual_clock: ManualClock
+) -> None:
+    """R12/R14/R15: when all the window holds is the one message a count rolling kept
+    (8 // 6: stored already), neither the idle timer (it needs more than one message)
+    nor an idle flush rolls it (a snapshot of one does nothing); the flush notes the
+    quiet, and the next rolling drops it without storing it again."""
+    settings = RollingSettings(max_messages=8, retain_divisor=6)
+    with PartnerMemory(
+        store, "agent", settings=settings, clock=manual_clock, idle_timer=False
+    ) as memory:
+        turns(memory, manual_clock, 4)
+        memory.wait()
+        (kept,) = [w.message.id for w in memory.window()]
+        assert store.stored_message_ids("agent", [kept]) == {kept}
+        manual_clock.advance(HOUR + 1)
+        assert memory.check_idle() is None
+        assert memory.roll_now(idle=True) is None
+        assert [w.message.id for w in memory.window()] == [kept]
+        turns(memory, manual_clock, 1)
+        memory.roll_now(idle=True)
+        assert memory.window() == []
+        stored = [m.id for u in memory.core.unit_ids() for m in memory.core.read_messages(u)]
+        assert len(stored) == len(set(stored)) == 10
+
+
 def test_r12_what_a_count_rolling_keeps_is_stored_and_in_the_window_until_idle(
     store: MemoryStore, manual_clock: ManualClock
 ) -> None:

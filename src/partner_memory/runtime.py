@@ -36,6 +36,7 @@ from partner_memory.recall.analyze import RecallAnalysis
 from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.engine import RecallEngine
 from partner_memory.recall.indexer import RECALL_CONSUMER, RecallIndexer
+from partner_memory.recall.replica_follower import ReplicaFollower
 from partner_memory.recall.replicas import IndexReplicas, RecallIndexSettings
 from partner_memory.recall.topics import TopicExtractor
 from partner_memory.requests import ForgetRequest
@@ -137,6 +138,12 @@ class MemoryRuntime:
         where = recall_index or RecallIndexSettings()
         replicas = IndexReplicas(where.home(store.url), required=where.directory is not None)
         self.recall = RecallEngine(store, self.analysis, replicas=replicas)
+        #: forgets elsewhere reach this host's index copies (a store with recall rows)
+        self.replica_follower = ReplicaFollower(
+            replicas, self.recall.generation, interval=where.follow_s
+        )
+        if isinstance(store, RecallStore):
+            self.replica_follower.start()
         #: What the interfaces list and count (never a write).
         self.queries = MemoryQueries(store)
         self.forgetting = Forgetting(
@@ -427,6 +434,7 @@ class MemoryRuntime:
             scheduler = self._scheduler
         self._stop.set()
         self._unwatch()
+        self.replica_follower.close()
         if scheduler is not None:
             scheduler.join()
         self.executor.shutdown(wait=True)

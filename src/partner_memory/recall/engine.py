@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Unpack
 
 from opentelemetry import trace
 
-from partner_memory.errors import InvalidInputError, LLMError
+from partner_memory.errors import InvalidInputError, LLMError, NotFoundError
 from partner_memory.model import TOPIC_SEPARATOR, MemorySlice, Message, check_text
 from partner_memory.recall.analyze import RecallAnalysis, terms
 from partner_memory.recall.dates import find_date_cue
@@ -231,6 +231,14 @@ class RecallEngine:
         ranges = list(dict.fromkeys((s.unit_id, s.start_index, s.end_index) for s in slices))
         match = TopicMatch(asked, path, len(ranges), related[:RELATED_TOPICS])
         return match, [(unit, first, end) for unit, first, end in ranges]
+
+    def generation(self, namespace: str) -> int | None:
+        """The database's recall generation of a namespace (None: it is gone), which an
+        index copy must have been built for."""
+        try:
+            return self._recall_rows().recall_state(namespace, RECALL_CONSUMER).generation
+        except NotFoundError:
+            return None
 
     def _recall_rows(self) -> RecallStore:
         """The store's recall rows (ConfigurationError naming the capability if none)."""

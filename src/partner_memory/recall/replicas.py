@@ -13,16 +13,23 @@ reached (a restored backup) means a rebuild.
 Where the home is: `RecallIndexSettings.directory`, else beside a SQLite
 file (`<file>-recall/`), else under the user's cache directory for a
 PostgreSQL server (one per server and database), else in memory.
+
+Beside each index directory a small file names its namespace and the
+generation it was built for (`<dir>.namespace`), so that `stale` can find the
+copies a forget elsewhere left behind without opening them (the
+`ReplicaFollower` calls it on every host, whether or not it searches).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import shutil
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -48,17 +55,41 @@ ROWS_PAGE = 50_000
 IN_MEMORY = "memory"
 
 
+#: How long an index directory may go without saying what it is before `stale` takes it
+#: for one made before copies were named (a new one is named when its first build ends).
+UNNAMED_GRACE_S = 600.0
+#: How often a host looks for index copies a forget elsewhere made stale, in seconds.
+FOLLOW_S = 5.0
+
+
 @dataclass(frozen=True, slots=True)
 class RecallIndexSettings:
     """Where this host keeps the recall indexes (`PARTNER_MEMORY_RECALL_INDEX`): a
-    directory, or "memory"; unset, next to the database."""
+    directory, or "memory"; unset, next to the database. `follow_s`
+    (`PARTNER_MEMORY_RECALL_FOLLOW_S`): how often the host drops the copies a forget,
+    a purge or a reindex elsewhere made stale."""
 
     directory: str | None = None
+    follow_s: float = FOLLOW_S
+
+    def __post_init__(self) -> None:
+        if not 0 < self.follow_s <= 3600:
+            raise ConfigurationError(
+                f"PARTNER_MEMORY_RECALL_FOLLOW_S must be above 0 and at most 3600 seconds,"
+                f" got {self.follow_s}"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RecallIndexSettings:
         env = os.environ if environ is None else environ
-        return cls(env.get("PARTNER_MEMORY_RECALL_INDEX") or None)
+        given = env.get("PARTNER_MEMORY_RECALL_FOLLOW_S") or str(FOLLOW_S)
+        try:
+            follow = float(given)
+        except ValueError:
+            raise ConfigurationError(
+                f"PARTNER_MEMORY_RECALL_FOLLOW_S must be a number of seconds, got {given!r}"
+            ) from None
+        return cls(env.get("PARTNER_MEMORY_RECALL_INDEX") or None, follow)
 
     def home(self, store_url: str) -> Path | None:
         """The directory for a store's indexes (None: in memory)."""
@@ -176,7 +207,60 @@ class IndexReplicas:
                     break
                 seq, more = step
                 index.add(more, loaded=seq, embedder=index.state.embedder or embedder)
+            self._name(namespace, state.generation)
         return index
+
+    def _name(self, namespace: str, generation: int) -> None:
+        """Write what the index beside it is: its namespace and generation (`stale`)."""
+        directory = self._directory(namespace)
+        if directory is None:
+            return
+        said = json.dumps({"namespace": namespace, "generation": generation})
+        sidecar = directory.with_suffix(".namespace")
+        try:
+            if sidecar.exists() and sidecar.read_text("utf-8") == said:
+                return
+            partial = sidecar.with_suffix(".namespace.tmp")
+            partial.write_text(said, "utf-8")
+            partial.replace(sidecar)
+        except OSError as exc:  # then `stale` drops the copy: rebuilt when next searched
+            log.warning("cannot name the recall index %s: %s", directory, exc)
+
+    def stale(self, generation_of: Callable[[str], int | None]) -> list[str]:
+        """Drop every copy on this host whose namespace the database no longer has at the
+        generation it was built for (a forget, a purge or a reindex on another host, a
+        namespace forgotten), and every copy that does not say what it is; the names of
+        those dropped (a nameless one as its directory). `generation_of` gives the
+        database's generation of a namespace, None when it is gone."""
+        if self.home is None:
+            return []
+        layout = self.home / f"v{INDEX_FORMAT}"
+        dropped: list[str] = []
+        for directory in sorted(layout.iterdir()) if layout.is_dir() else ():
+            if not directory.is_dir():
+                if directory.suffix == ".namespace" and not directory.with_suffix("").exists():
+                    directory.unlink(missing_ok=True)  # its index was purged
+                continue
+            named = _named(directory)
+            if named is None:  # made before copies were named, torn, or being built now
+                if time.time() - directory.stat().st_mtime < UNNAMED_GRACE_S:
+                    continue
+                with _flocked(directory):
+                    if _named(directory) is None:
+                        shutil.rmtree(directory, ignore_errors=True)
+                        dropped.append(directory.name)
+                continue
+            namespace, generation = named
+            wanted = generation_of(namespace)
+            if wanted == generation:
+                continue
+            with self._writing(namespace):  # a search may have just rebuilt it: look again
+                now = _named(directory)
+                if now is not None and now[1] == wanted:
+                    continue
+                self._remove(namespace, directory)
+            dropped.append(namespace)
+        return dropped
 
     @contextmanager
     def _writing(self, namespace: str) -> Iterator[None]:
@@ -198,10 +282,15 @@ class IndexReplicas:
             if namespace not in self._open and (directory is None or not directory.exists()):
                 return  # never indexed here: nothing to remove (and no lock file to leave)
         with self._writing(namespace):
-            with self._lock:
-                self._open.pop(namespace, None)
-            if directory is not None:
-                shutil.rmtree(directory, ignore_errors=True)
+            self._remove(namespace, directory)
+
+    def _remove(self, namespace: str, directory: Path | None) -> None:
+        """The copy's files and open handle gone (under `_writing`)."""
+        with self._lock:
+            self._open.pop(namespace, None)
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.with_suffix(".namespace").unlink(missing_ok=True)
 
     def purge(self) -> None:
         """Every index of this host emptied of what was forgotten: each is rebuilt from
@@ -219,6 +308,7 @@ class IndexReplicas:
                 if entry.is_dir():
                     with _flocked(entry):
                         shutil.rmtree(entry, ignore_errors=True)
+                        entry.with_suffix(".namespace").unlink(missing_ok=True)
 
 
 @contextmanager
@@ -230,6 +320,15 @@ def _flocked(directory: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _named(directory: Path) -> tuple[str, int] | None:
+    """What the file beside an index directory says it is: (namespace, generation)."""
+    try:
+        said = json.loads(directory.with_suffix(".namespace").read_text("utf-8"))
+        return str(said["namespace"]), int(said["generation"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _up_to(held: IndexState, state: RecallState) -> bool:

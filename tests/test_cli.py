@@ -87,6 +87,12 @@ def test_slice_prints_summary_and_its_messages(db: str) -> None:
         "Got it: roug",
     ]
     assert "budget" in run("slice", FIRST_UNIT, FIRST_SLICE, "--db", db, "-n", "agent")
+    traced = document["provenance"]
+    assert traced
+    assert all(set(s) == {"text", "positions", "supported", "held"} for s in traced)
+    shown = run("slice", FIRST_UNIT, FIRST_SLICE, "--db", db, "-n", "agent")
+    assert "summary, sentence by sentence" in shown
+    assert traced[0]["text"][:20] in shown.replace("\n", " ")
 
 
 def test_session_and_refresh(db: str) -> None:

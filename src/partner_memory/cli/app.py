@@ -198,16 +198,17 @@ def slice_(
     namespace: Namespace = DEFAULT_NAMESPACE,
     as_json: Json = False,
 ) -> None:
-    """Show a slice's summary and the original messages it summarises."""
+    """Show a slice's summary, where each of its sentences came from, and the original
+    messages it summarises."""
     with reported(), _core(db, namespace) as core:
         unit, slice_id = core.resolve_slice(unit, slice_id)
         if as_json:
             render.print_json(slice_document(core, unit, slice_id))
             return
-        found = core.get_memory_slice(unit, slice_id)
-        stored = core.read_slice_messages(unit, slice_id)
-        render.console.print(render.slices_table([found]))
-        render.console.print(render.messages_table(stored, found.start_index))
+        read = core.read_slice(unit, slice_id)
+        render.console.print(render.slices_table([read.memory_slice]))
+        render.console.print(render.provenance_table(read.provenance))
+        render.console.print(render.messages_table(read.messages, read.memory_slice.start_index))
 
 
 @app.command()

@@ -20,6 +20,7 @@ from partner_memory.model import (
     UnitInfo,
     WindowMessage,
 )
+from partner_memory.provenance import SummarySentence
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -71,6 +72,19 @@ def slices_table(slices: Sequence[MemorySlice]) -> Table:
         table.add_row(
             short(s.id), f"{s.start_index}-{s.end_index}", minute(s.timestamp), escape(s.summary)
         )
+    return table
+
+
+def provenance_table(sentences: Sequence[SummarySentence]) -> Table:
+    """The summary sentence by sentence, with the messages each came from and whether
+    they support it."""
+    table = Table(title="summary, sentence by sentence", title_justify="left")
+    table.add_column("sentence", overflow="fold", ratio=1)
+    table.add_column("from #", no_wrap=True)
+    table.add_column("supported", no_wrap=True)
+    for s in sentences:
+        held = "yes" if s.supported else f"[bold red]NO[/bold red] ({s.held:.0%} of its words)"
+        table.add_row(escape(s.text), ", ".join(map(str, s.positions)) or "-", held)
     return table
 
 

@@ -191,9 +191,7 @@ class MemoryCore:
         """A slice, the original messages it covers, and the messages each sentence of its
         summary came from (`provenance`: derived from the two, so always in step)."""
         memory_slice = self.get_memory_slice(unit_id, slice_id)
-        messages = self._store.read_messages(
-            self._namespace, unit_id, memory_slice.start_index, memory_slice.end_index
-        )
+        messages = self._covered(unit_id, memory_slice)
         return SliceReading(
             self._namespace,
             unit_id,
@@ -204,7 +202,9 @@ class MemoryCore:
 
     def read_slice_messages(self, unit_id: str, slice_id: str) -> list[Message]:
         """The original messages a slice summarises: the point of the design."""
-        memory_slice = self.get_memory_slice(unit_id, slice_id)
+        return self._covered(unit_id, self.get_memory_slice(unit_id, slice_id))
+
+    def _covered(self, unit_id: str, memory_slice: MemorySlice) -> list[Message]:
         return self._store.read_messages(
             self._namespace, unit_id, memory_slice.start_index, memory_slice.end_index
         )

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from xml.sax.saxutils import escape, quoteattr
 
 from partner_memory import markers as r11
+from partner_memory.clip import clipped
 from partner_memory.context.workspace import ResolvedBlock
 from partner_memory.model import WindowMessage
 
@@ -71,7 +72,4 @@ def _message(said: WindowMessage) -> str:
     if message.timestamp is not None:
         at = datetime.fromtimestamp(message.timestamp / 1000, tz=UTC)
         attrs += f" at={quoteattr(at.strftime('%Y-%m-%dT%H:%M:%SZ'))}"
-    text = parsed.body
-    if len(text) > RECENT_CHARS:
-        text = text[: RECENT_CHARS - 1] + "…"
-    return f"  <message {attrs}>{escape(text)}</message>"
+    return f"  <message {attrs}>{escape(clipped(parsed.body, RECENT_CHARS))}</message>"

@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from partner_memory.client import MemoryClient
+from partner_memory.clip import clipped
 from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import Message
@@ -157,9 +158,7 @@ class NamespaceBinding(_Owner):
         shown: list[tuple[Message, str]] = []
         used = 0
         for message in (h.message for h in found if h.message.id not in seen):
-            text = message.text
-            if len(text) > RECALLED_MESSAGE_CHARS:
-                text = text[: RECALLED_MESSAGE_CHARS - 1] + "…"
+            text = clipped(message.text, RECALLED_MESSAGE_CHARS)
             if shown and used + len(text) > RECALLED_CHARS:
                 break
             shown.append((message, text))

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
+from partner_memory.clip import clipped
 from partner_memory.clock import Clock
 from partner_memory.errors import InvalidInputError, PartnerMemoryError
 from partner_memory.model import LogEntry
@@ -136,7 +137,7 @@ def _same(prepared: LogEntry, entry: LogEntry) -> bool:
 
 def describe(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+    return clipped(text, MAX_ERROR_CHARS)
 
 
 def _behind_the_caller(work: Callable[..., object], *args: Any) -> object:

@@ -95,6 +95,9 @@ def documents(store_url: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     out["import-partner"] = run("import-partner", str(EXAMPLE), *db, "-n", "agent")
     out["ingest"] = run("ingest", str(SAMPLE), str(SAMPLE), *db, "-n", "agent")
+    agent_file = tmp_path / "agent.af"
+    agent_file.write_text(json.dumps({"agents": [{"id": "a", "name": "lettuce"}], "blocks": []}))
+    out["import"] = run("import", str(agent_file), "--from", "letta-agent-file", *db, "-n", "agent")
     out["units"] = run("units", *db, "-n", "agent", "--limit", "2")
     unit = out["units"]["units"][0]["id"]
     out["show"] = run("show", unit, "--messages", *db, "-n", "agent")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from functools import partial
 from typing import Annotated
@@ -27,14 +28,15 @@ from partner_memory.documents import (
     window_document,
 )
 from partner_memory.errors import ConfigurationError, InvalidInputError, LLMError, NotFoundError
+from partner_memory.importers import import_parts, read_source
 from partner_memory.ingest import (
     IngestReport,
-    ReplayClock,
     Transcript,
-    ingest,
+    ingest_transcripts,
     parse_transcript,
     read_transcript,
 )
+from partner_memory.ingest import Progress as IngestProgress
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
 from partner_memory.queries import MemoryQueries
 from partner_memory.rolling import ChatClient
@@ -110,35 +112,105 @@ def _read(name: str, fmt: TranscriptFormat) -> Transcript:
     return parse_transcript(text, "stdin", fmt.value)
 
 
-def _ingest_all(
-    store: MemoryStore, namespace: str, transcripts: list[Transcript], *, flush: bool, quiet: bool
-) -> list[IngestReport]:
-    env = Settings.from_env()
-    clock = ReplayClock()
-    memory = PartnerMemory(store, namespace, clock=clock, idle_timer=False, **env.runtime_options())
-    before = memory.stats().fallbacks
-    reports = []
+def _progress(verb: str, quiet: bool) -> tuple[Progress, IngestProgress]:
+    """A progress bar on a terminal (hidden otherwise), and the task each transcript gets."""
     bar = Progress(
-        TextColumn("[bold]ingest[/] {task.description}"),
+        TextColumn(f"[bold]{verb}[/] {{task.description}}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=Console(stderr=True),
         disable=quiet or not sys.stderr.isatty(),
     )
-    # one bulk job, so files that together are worth the analysis worker start it
-    job = memory.service.analysis.bulk(sum(len(t.messages) for t in transcripts))
-    try:
-        with bar, job:
-            for transcript in transcripts:
-                task = bar.add_task(transcript.name, total=len(transcript.messages))
-                advance = partial(bar.advance, task)
-                reports.append(ingest(memory, transcript, clock, flush=flush, progress=advance))
-    finally:
-        memory.close()
-    totals = reports[-1].totals
-    render.warn_fallbacks(totals, totals.fallbacks - before)
+
+    def task(name: str, total: int) -> Callable[[int], None]:
+        return partial(bar.advance, bar.add_task(escape(name), total=total))
+
+    return bar, task
+
+
+def _ingest_all(
+    store: MemoryStore, namespace: str, transcripts: list[Transcript], *, flush: bool, quiet: bool
+) -> list[IngestReport]:
+    """`ingest_transcripts` with a progress bar on a terminal and the fallbacks' warning."""
+    bar, task = _progress("ingest", quiet)
+    with bar:
+        reports = ingest_transcripts(store, namespace, transcripts, flush=flush, progress=task)
+    _warn_fallbacks(reports)
     return reports
+
+
+def _warn_fallbacks(reports: list[IngestReport]) -> None:
+    totals = reports[-1].totals
+    render.warn_fallbacks(totals, totals.fallbacks - reports[0].fallbacks_before)
+
+
+class SourceKind(StrEnum):
+    """`--from` of import: a choice, so the CLI library checks it and lists the values."""
+
+    OPENAI_AGENTS_SQLITE = "openai-agents-sqlite"
+    LANGCHAIN_SQL = "langchain-sql"
+    LETTA_AGENT_FILE = "letta-agent-file"
+
+
+@app.command("import")
+def import_command(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="The source: a SQLiteSession file, a LangChain history's database URL"
+            " (sqlite:///PATH, postgresql://...) or path, or a Letta .af file.",
+            show_default=False,
+        ),
+    ],
+    kind: Annotated[
+        SourceKind, typer.Option("--from", help="What the source is.", show_default=False)
+    ],
+    db: Db = DEFAULT_DATABASE,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="Put everything into this namespace (default: one per session or agent).",
+        ),
+    ] = None,
+    table: Annotated[
+        str | None,
+        typer.Option(help="The source's table, where it is not the library's default."),
+    ] = None,
+    flush: Annotated[
+        bool, typer.Option("--flush/--no-flush", help="Roll what is left at the end.")
+    ] = True,
+    as_json: Json = False,
+) -> None:
+    """Bring conversations in from another memory system, replayed through rolling as
+    `ingest` replays them. The source is read and checked whole before anything is
+    written; importing it again adds nothing."""
+    with reported():
+        parts = read_source(kind.value, source, table=table, namespace=namespace)
+        bar, task = _progress("import", as_json)
+        with opened_store(db, write=True) as store, bar:
+            report = import_parts(store, kind.value, source, parts, flush=flush, progress=task)
+        for done in report.namespaces:
+            _warn_fallbacks(done.reports)
+        if as_json:
+            render.print_json(report.to_dict())
+            return
+        table_out = Table(title=f"imported {source} ({kind.value})", title_justify="left")
+        for column in ("namespace", "recorded / already stored", "left out", "blocks", "units"):
+            table_out.add_column(column, justify="left" if column == "namespace" else "right")
+        for done in report.namespaces:
+            recorded = sum(r.recorded for r in done.reports)
+            stored = sum(r.skipped for r in done.reports)
+            table_out.add_row(
+                escape(done.namespace),
+                f"{recorded:,} / {stored:,}",
+                f"{done.skipped:,}",
+                str(done.blocks_held),
+                f"{done.reports[-1].units:,}",
+            )
+        render.console.print(table_out)
 
 
 def _report_table(report: IngestReport, namespace: str) -> Table:

@@ -56,6 +56,8 @@ class IngestReport:
     slices: int
     seconds: float
     totals: RollingTotals
+    #: The namespace's fallback count as this transcript started (warnings count from it).
+    fallbacks_before: int = 0
 
     @property
     def messages_per_second(self) -> float:
@@ -137,6 +139,7 @@ def ingest(
 ) -> IngestReport:
     """Record every message of `transcript` in order; `flush` rolls what is left at the end."""
     started = time.perf_counter()
+    fallbacks_before = memory.stats().fallbacks
     done, held = _already_recorded(memory, transcript)
     _close_quiet_gaps(memory, held)
     pending = [m for m in transcript.messages if m.id not in done]
@@ -158,6 +161,7 @@ def ingest(
         slices=slices,
         seconds=time.perf_counter() - started,
         totals=memory.stats(),
+        fallbacks_before=fallbacks_before,
     )
 
 

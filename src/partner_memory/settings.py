@@ -39,10 +39,15 @@ class StoreSettings:
     #: Seconds a PostgreSQL transaction may wait on the server before its connection is
     #: dropped (a stalled network or server never holds a caller for ever).
     pg_deadline: float = DEFAULT_PG_DEADLINE
+    #: What sits between the clients and PostgreSQL: "none" (also right for session
+    #: pooling) or "transaction" (PgBouncer's pool_mode=transaction: no session state,
+    #: no prepared statements).
+    pg_pooler: str = "none"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> StoreSettings:
-        """`PARTNER_MEMORY_DB`, `..._NAMESPACE`, `..._BUSY_TIMEOUT`, `..._PG_DEADLINE`."""
+        """`PARTNER_MEMORY_DB`, `..._NAMESPACE`, `..._BUSY_TIMEOUT`, `..._PG_DEADLINE`,
+        `..._PG_POOLER`."""
         env = os.environ if environ is None else environ
         return cls(
             database=env.get("PARTNER_MEMORY_DB") or DEFAULT_DATABASE,
@@ -53,6 +58,7 @@ class StoreSettings:
             pg_deadline=_seconds(
                 env, "PARTNER_MEMORY_PG_DEADLINE", DEFAULT_PG_DEADLINE, positive=True
             ),
+            pg_pooler=_pooler(env),
         )
 
     def open(self, database: str | Path | None = None, *, read_only: bool = False) -> MemoryStore:
@@ -61,8 +67,22 @@ class StoreSettings:
             database or self.database,
             busy_timeout=self.busy_timeout,
             pg_deadline=self.pg_deadline,
+            pg_pooler=self.pg_pooler,
             read_only=read_only,
         )
+
+
+#: The values of PARTNER_MEMORY_PG_POOLER.
+POOLERS = ("none", "session", "transaction")
+
+
+def _pooler(env: Mapping[str, str]) -> str:
+    raw = env.get("PARTNER_MEMORY_PG_POOLER") or "none"
+    if raw not in POOLERS:
+        raise ConfigurationError(
+            f"PARTNER_MEMORY_PG_POOLER must be one of {', '.join(POOLERS)}, got {raw!r}"
+        )
+    return "none" if raw == "session" else raw
 
 
 def _namespace(env: Mapping[str, str]) -> str:

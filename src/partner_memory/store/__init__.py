@@ -80,6 +80,7 @@ def open_store(
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     read_only: bool = False,
     pg_deadline: float = DEFAULT_PG_DEADLINE,
+    pg_pooler: str = "none",
 ) -> MemoryStore:
     """Open the store a setting names: `scheme://...` by its scheme (`postgresql://`,
     `memory://` - the in-process reference backend, for tests: nothing survives the
@@ -91,7 +92,9 @@ def open_store(
     `read_only=True` never writes (SQLite `mode=ro`, PostgreSQL read-only
     transactions) and implies `create=False`. `busy_timeout` is how long a
     SQLite writer waits for another's lock, `pg_deadline` how long a PostgreSQL
-    transaction waits on the server.
+    transaction waits on the server; `pg_pooler="transaction"` keeps every PostgreSQL
+    transaction free of session state, for a pooler that hands each transaction to any
+    server connection (PgBouncer's pool_mode=transaction).
     """
     if not isinstance(database, str | Path):
         raise ConfigurationError(
@@ -101,5 +104,5 @@ def open_store(
     if not text:
         raise ConfigurationError("the database setting (--db / PARTNER_MEMORY_DB) is empty")
     scheme = text.split("://", 1)[0] if "://" in text else "sqlite"
-    options = StoreOptions(create, read_only, busy_timeout, pg_deadline)
+    options = StoreOptions(create, read_only, busy_timeout, pg_deadline, pg_pooler)
     return opener(scheme)(text, options)

@@ -36,6 +36,9 @@ class StoreOptions:
     read_only: bool
     busy_timeout: float
     pg_deadline: float
+    #: What pools connections between the clients and PostgreSQL: "none" (or session
+    #: pooling, which needs nothing) or "transaction" (PgBouncer's pool_mode=transaction).
+    pg_pooler: str = "none"
 
 
 #: Opens the store a setting names.
@@ -51,7 +54,12 @@ def _memory(url: str, options: StoreOptions) -> MemoryStore:
 def _postgres(url: str, options: StoreOptions) -> MemoryStore:
     from partner_memory.store.postgres import PostgresStore
 
-    return PostgresStore(url, read_only=options.read_only, transaction_deadline=options.pg_deadline)
+    return PostgresStore(
+        url,
+        read_only=options.read_only,
+        transaction_deadline=options.pg_deadline,
+        pooler=options.pg_pooler,
+    )
 
 
 def _sqlite(url: str, options: StoreOptions) -> MemoryStore:

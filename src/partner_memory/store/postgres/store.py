@@ -54,6 +54,8 @@ RECLAIM_AFTER = 5_000
 log = logging.getLogger(__name__)
 #: libpq's words for a URL it cannot use (as opposed to a server it cannot reach).
 _BAD_SETTING = re.compile(r"invalid \S+ value|invalid (connection|URI) (option|query)")
+#: What may pool connections between this store and the server (`StoreSettings.pg_pooler`).
+POOLERS = ("none", "transaction")
 _MIGRATION_LOCK_KEY = 0x5041_524D  # "PARM": one advisory lock id for schema changes
 
 
@@ -99,9 +101,14 @@ class PostgresStore(SqlStore):
         connect_timeout: float = 10.0,
         read_only: bool = False,
         transaction_deadline: float = DEFAULT_PG_DEADLINE,
+        pooler: str = "none",
     ) -> None:
+        if pooler not in POOLERS:
+            raise ConfigurationError(f"pooler must be one of {', '.join(POOLERS)}, got {pooler!r}")
         self._url = url
         self.read_only = read_only
+        #: Behind a transaction-pooling proxy: nothing may outlive a transaction.
+        self.transaction_pooled = pooler == "transaction"
         self._watchdog = _Watchdog(transaction_deadline)
         self._trimmed = 0
         self._trim_lock = threading.Lock()
@@ -126,7 +133,10 @@ class PostgresStore(SqlStore):
                 "keepalives_interval": KEEPALIVE_INTERVAL_S,
                 "keepalives_count": KEEPALIVE_COUNT,
                 "tcp_user_timeout": int(transaction_deadline * 1000),
-            },
+            }
+            # a prepared statement lives in one server session, which a transaction
+            # pooler hands to other clients between transactions
+            | ({"prepare_threshold": None} if self.transaction_pooled else {}),
             configure=self._configure,
             open=False,
         )
@@ -193,6 +203,10 @@ class PostgresStore(SqlStore):
                 conn.execute(f"VACUUM {'FULL ' if full else ''}{table}")
 
     def _configure(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        # (the client's own flag: BEGIN READ ONLY, `replaying`)
+        conn.read_only = self.read_only
+        if self.transaction_pooled:  # session settings would reach other clients: each
+            return  # transaction sets its own (`_transaction`)
         # JIT compiles a query whose estimated cost is high - as every plan looks
         # without table statistics - which costs ~20 ms to save nothing on queries
         # that read a few rows by index
@@ -203,8 +217,6 @@ class PostgresStore(SqlStore):
             "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
             (f"{int(self._watchdog.deadline * 1000)}ms",),
         )
-        # the server refuses writes too, should one slip past _transaction
-        conn.read_only = self.read_only
 
     @contextmanager
     def _transaction(
@@ -220,6 +232,10 @@ class PostgresStore(SqlStore):
         ):
             if write and not synced:  # work behind the callers: the next awaited commit
                 cur.execute("SET LOCAL synchronous_commit TO off")  # flushes it; pipelined
+            if self.transaction_pooled:  # what `_configure` sets per session, per transaction
+                cur.execute("SET LOCAL jit TO off")
+                timeout = f"{int(self._watchdog.deadline * 1000)}ms"
+                cur.execute(f"SET LOCAL idle_in_transaction_session_timeout TO '{timeout}'")
             yield cur
         if write:
             self._count_commit(synced)
@@ -322,6 +338,17 @@ class PostgresStore(SqlStore):
                     f" {self._watchdog.deadline:g}s; the connection was dropped"
                 ) from exc
             raise StorageUnavailableError(f"PostgreSQL at {self.url}: {exc}") from exc
+        except (
+            psycopg.errors.InvalidSqlStatementName,
+            psycopg.errors.DuplicatePreparedStatement,
+        ) as exc:
+            if self.transaction_pooled:
+                raise PartnerMemoryError(f"PostgreSQL at {self.url}: {exc}") from exc
+            raise ConfigurationError(  # a statement prepared on a session it no longer has
+                f"PostgreSQL at {self.url} is reached through a transaction-pooling proxy"
+                f" (PgBouncer's pool_mode=transaction: {str(exc).strip()}): set"
+                " PARTNER_MEMORY_PG_POOLER=transaction, or pool by session"
+            ) from exc
         except psycopg.Error as exc:  # a statement the server refused: a bug, never retried
             raise PartnerMemoryError(
                 f"PostgreSQL at {self.url} refused a statement: {exc}"

@@ -69,15 +69,14 @@ _APPEND_WINDOW = (
 
 
 def redact(url: str) -> str:
-    """The URL with any password replaced, for messages and `store.url`."""
+    """The URL with any password replaced, for messages and `store.url` (multi-host
+    URLs too: `postgresql://u:pw@h1:5432,h2:5432/db`)."""
     parts = urlsplit(url)
-    if parts.password is None:
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
         return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
-    return urlunsplit(parts._replace(netloc=netloc))
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hosts}" if user else f"***@{hosts}"))
 
 
 #: TCP keepalives of every connection: first probe after this many idle seconds, then

@@ -1,5 +1,8 @@
 """The read side the interfaces show: listings and figures, never a write.
 
+Listings may be answered by a read replica (`store.contract.reads`); `namespace`,
+which callers decide from, is always read from the primary.
+
 The CLI, the HTTP routes and the inspector read what they list through this
 module (or through a handle), not through the store's verbs, so a new page
 or route never grows the backend contract. A figure that needs an optional
@@ -23,6 +26,7 @@ from partner_memory.store.contract.capabilities import (
     INSPECTION,
     require,
 )
+from partner_memory.store.contract.reads import replica_may_answer
 from partner_memory.store.contract.staged import StoredRecord
 
 
@@ -40,10 +44,14 @@ class MemoryQueries:
         self, *, limit: int, after: str | None = None, matching: str | None = None
     ) -> list[NamespaceInfo]:
         """Namespaces by name, `limit` after the name `after`; `matching` a key's glob."""
-        return self._store.list_namespaces(limit=check_limit(limit), after=after, matching=matching)
+        with replica_may_answer():
+            return self._store.list_namespaces(
+                limit=check_limit(limit), after=after, matching=matching
+            )
 
     def count_namespaces(self, *, matching: str | None = None) -> int:
-        return self._store.count_namespaces(matching=matching)
+        with replica_may_answer():
+            return self._store.count_namespaces(matching=matching)
 
     def overviews(
         self,
@@ -54,25 +62,29 @@ class MemoryQueries:
         matching: str | None = None,
     ) -> list[NamespaceOverview]:
         """Namespaces with their figures (`InspectionStore`); `search` any part of a name."""
-        return require(self._store, INSPECTION).namespace_overviews(
-            limit=check_limit(limit), after=after, search=search, matching=matching
-        )
+        with replica_may_answer():
+            return require(self._store, INSPECTION).namespace_overviews(
+                limit=check_limit(limit), after=after, search=search, matching=matching
+            )
 
     def rolling_history(
         self, namespace: str, *, limit: int, before: int | None = None
     ) -> list[RollingRecord]:
         """Rollings newest first with their cost (`InspectionStore`)."""
-        return require(self._store, INSPECTION).rolling_history(
-            namespace, limit=check_limit(limit), before=before
-        )
+        with replica_may_answer():
+            return require(self._store, INSPECTION).rolling_history(
+                namespace, limit=check_limit(limit), before=before
+            )
 
     def log(self, namespace: str, after: int, *, limit: int) -> list[LogEntry]:
         """The rolling log after the sequence number `after`, oldest first."""
-        return self._store.read_log(namespace, after, limit=check_limit(limit))
+        with replica_may_answer():
+            return self._store.read_log(namespace, after, limit=check_limit(limit))
 
     def forget_log(self, namespace: str, *, limit: int = 100) -> list[tuple[str, str, int]]:
         """(kind, target, at) of the namespace's forgets, newest first (`ForgetStore`)."""
-        return require(self._store, FORGETTING).forget_log(namespace, limit=check_limit(limit))
+        with replica_may_answer():
+            return require(self._store, FORGETTING).forget_log(namespace, limit=check_limit(limit))
 
     def records(
         self,
@@ -88,6 +100,7 @@ class MemoryQueries:
         check_text(prefix, "prefix")
         if after is not None:
             check_text(after, "after")
-        return self._store.read_records(
-            consumer, namespace, prefix=prefix, after=after, limit=check_limit(limit)
-        )
+        with replica_may_answer():
+            return self._store.read_records(
+                consumer, namespace, prefix=prefix, after=after, limit=check_limit(limit)
+            )

@@ -43,11 +43,14 @@ class StoreSettings:
     #: pooling) or "transaction" (PgBouncer's pool_mode=transaction: no session state,
     #: no prepared statements).
     pg_pooler: str = "none"
+    #: A PostgreSQL read replica (a standby) for the listings (CLI, HTTP, inspector); a
+    #: process always reads its own writes there (`store.contract.reads`).
+    pg_read_url: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> StoreSettings:
         """`PARTNER_MEMORY_DB`, `..._NAMESPACE`, `..._BUSY_TIMEOUT`, `..._PG_DEADLINE`,
-        `..._PG_POOLER`."""
+        `..._PG_POOLER`, `..._PG_READ_URL`."""
         env = os.environ if environ is None else environ
         return cls(
             database=env.get("PARTNER_MEMORY_DB") or DEFAULT_DATABASE,
@@ -59,6 +62,7 @@ class StoreSettings:
                 env, "PARTNER_MEMORY_PG_DEADLINE", DEFAULT_PG_DEADLINE, positive=True
             ),
             pg_pooler=_pooler(env),
+            pg_read_url=env.get("PARTNER_MEMORY_PG_READ_URL") or None,
         )
 
     def open(self, database: str | Path | None = None, *, read_only: bool = False) -> MemoryStore:
@@ -68,6 +72,7 @@ class StoreSettings:
             busy_timeout=self.busy_timeout,
             pg_deadline=self.pg_deadline,
             pg_pooler=self.pg_pooler,
+            pg_read_url=self.pg_read_url,
             read_only=read_only,
         )
 

@@ -64,6 +64,13 @@ def serve(
             max=65535,
         ),
     ] = None,
+    pg_read_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PARTNER_MEMORY_PG_READ_URL",
+            help="A PostgreSQL read replica for the listings (namespaces, logs, the inspector).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the memory over HTTP (/v1, /mcp, the inspector at /, /docs, /metrics, /healthz,
     /readyz)."""
@@ -81,6 +88,7 @@ def serve(
             header_timeout=header_timeout,
             log_format=log_format,
             metrics_port=metrics_port,
+            pg_read_url=pg_read_url,
         )
 
 

@@ -122,6 +122,7 @@ def serve(
     header_timeout: float = DEFAULT_HEADER_TIMEOUT_S,
     log_format: str = "text",
     metrics_port: int | None = None,
+    pg_read_url: str | None = None,
 ) -> None:
     import uvicorn
 
@@ -131,6 +132,8 @@ def serve(
         )
     hosts = HostPolicy.for_serving(host, port, allowed_hosts)
     logging_config = log_config(log_format)
+    if pg_read_url is not None:  # read by every worker's settings, as the database is
+        os.environ["PARTNER_MEMORY_PG_READ_URL"] = pg_read_url
     check_serving(database, host, workers, insecure=insecure, metrics_port=metrics_port)
     if metrics_port is not None and metrics_port == port:
         raise ConfigurationError(f"--metrics-port must differ from --port ({port})")

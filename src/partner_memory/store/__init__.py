@@ -81,6 +81,7 @@ def open_store(
     read_only: bool = False,
     pg_deadline: float = DEFAULT_PG_DEADLINE,
     pg_pooler: str = "none",
+    pg_read_url: str | None = None,
 ) -> MemoryStore:
     """Open the store a setting names: `scheme://...` by its scheme (`postgresql://`,
     `memory://` - the in-process reference backend, for tests: nothing survives the
@@ -94,7 +95,8 @@ def open_store(
     SQLite writer waits for another's lock, `pg_deadline` how long a PostgreSQL
     transaction waits on the server; `pg_pooler="transaction"` keeps every PostgreSQL
     transaction free of session state, for a pooler that hands each transaction to any
-    server connection (PgBouncer's pool_mode=transaction).
+    server connection (PgBouncer's pool_mode=transaction); `pg_read_url` names a read
+    replica for the reads that may be answered by one (`store.contract.reads`).
     """
     if not isinstance(database, str | Path):
         raise ConfigurationError(
@@ -104,5 +106,5 @@ def open_store(
     if not text:
         raise ConfigurationError("the database setting (--db / PARTNER_MEMORY_DB) is empty")
     scheme = text.split("://", 1)[0] if "://" in text else "sqlite"
-    options = StoreOptions(create, read_only, busy_timeout, pg_deadline, pg_pooler)
+    options = StoreOptions(create, read_only, busy_timeout, pg_deadline, pg_pooler, pg_read_url)
     return opener(scheme)(text, options)

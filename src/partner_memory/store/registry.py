@@ -39,6 +39,9 @@ class StoreOptions:
     #: What pools connections between the clients and PostgreSQL: "none" (or session
     #: pooling, which needs nothing) or "transaction" (PgBouncer's pool_mode=transaction).
     pg_pooler: str = "none"
+    #: A PostgreSQL read replica for the reads marked as fit for one
+    #: (`store.contract.reads`); None: every read goes to the primary.
+    pg_read_url: str | None = None
 
 
 #: Opens the store a setting names.
@@ -59,6 +62,7 @@ def _postgres(url: str, options: StoreOptions) -> MemoryStore:
         read_only=options.read_only,
         transaction_deadline=options.pg_deadline,
         pooler=options.pg_pooler,
+        read_url=options.pg_read_url,
     )
 
 

@@ -28,6 +28,7 @@ from partner_memory.errors import (
 )
 from partner_memory.store.contract.capabilities import Capability
 from partner_memory.store.contract.defaults import DEFAULT_PG_DEADLINE
+from partner_memory.store.contract.reads import replica_allowed
 from partner_memory.store.contract.rows import message_params
 from partner_memory.store.postgres.purge import purge_tables
 from partner_memory.store.postgres.replay import ReplayingCursor, autocommitted, replaying
@@ -54,6 +55,9 @@ RECLAIM_AFTER = 5_000
 log = logging.getLogger(__name__)
 #: libpq's words for a URL it cannot use (as opposed to a server it cannot reach).
 _BAD_SETTING = re.compile(r"invalid \S+ value|invalid (connection|URI) (option|query)")
+#: How long a read the replica may answer waits for it to replay this process's last
+#: commit before it is read from the primary instead (s).
+READ_YOUR_WRITES_S = 1.0
 #: What may pool connections between this store and the server (`StoreSettings.pg_pooler`).
 POOLERS = ("none", "transaction")
 _MIGRATION_LOCK_KEY = 0x5041_524D  # "PARM": one advisory lock id for schema changes
@@ -101,6 +105,7 @@ class PostgresStore(SqlStore):
         read_only: bool = False,
         transaction_deadline: float = DEFAULT_PG_DEADLINE,
         pooler: str = "none",
+        read_url: str | None = None,
     ) -> None:
         if pooler not in POOLERS:
             raise ConfigurationError(f"pooler must be one of {', '.join(POOLERS)}, got {pooler!r}")
@@ -114,11 +119,34 @@ class PostgresStore(SqlStore):
         self._counted = threading.Lock()
         self._commits = 0
         self._syncs = 0
-        self._probe(connect_timeout)
-        self._pool = psycopg_pool.ConnectionPool(
+        self._probe(url, connect_timeout)
+        self._pool = self._connections(url, min_connections, max_connections, connect_timeout)
+        #: A read replica and this process's commits it has replayed (read your writes).
+        self._replica = None
+        self._replica_seen = 0  # no commit yet: nothing to wait for
+        if read_url is not None:
+            self._probe(read_url, connect_timeout)
+            self._replica = self._connections(read_url, 0, max_connections, connect_timeout)
+        try:
+            with self._translated():
+                self._pool.open(wait=True, timeout=connect_timeout)
+                if self._replica is not None:
+                    self._replica.open(wait=True, timeout=connect_timeout)
+            self.open_schema()
+        except BaseException:
+            self._pool.close()
+            if self._replica is not None:
+                self._replica.close()
+            raise
+
+    def _connections(
+        self, url: str, least: int, most: int, connect_timeout: float
+    ) -> psycopg_pool.ConnectionPool[Any]:
+        deadline = self._watchdog.deadline
+        return psycopg_pool.ConnectionPool(
             url,
-            min_size=min_connections,
-            max_size=max_connections,
+            min_size=least,
+            max_size=most,
             timeout=connect_timeout,
             kwargs={
                 # transactions are begun by hand, pipelined with their statements
@@ -131,7 +159,7 @@ class PostgresStore(SqlStore):
                 "keepalives_idle": KEEPALIVE_IDLE_S,
                 "keepalives_interval": KEEPALIVE_INTERVAL_S,
                 "keepalives_count": KEEPALIVE_COUNT,
-                "tcp_user_timeout": int(transaction_deadline * 1000),
+                "tcp_user_timeout": int(deadline * 1000),
             }
             # a prepared statement lives in one server session, which a transaction
             # pooler hands to other clients between transactions
@@ -139,31 +167,24 @@ class PostgresStore(SqlStore):
             configure=self._configure,
             open=False,
         )
-        try:
-            with self._translated():
-                self._pool.open(wait=True, timeout=connect_timeout)
-            self.open_schema()
-        except BaseException:
-            self._pool.close()
-            raise
 
     @property
     def url(self) -> str:
         return redact(self._url)
 
-    def _probe(self, connect_timeout: float) -> None:
+    def _probe(self, url: str, connect_timeout: float) -> None:
         """Connect once before building the pool, whose retries would hide the cause."""
         try:
-            psycopg.connect(self._url, connect_timeout=max(1, int(connect_timeout))).close()
+            psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))).close()
         except psycopg.ProgrammingError as exc:
-            raise ConfigurationError(f"bad PostgreSQL URL {self.url}: {exc}") from exc
+            raise ConfigurationError(f"bad PostgreSQL URL {redact(url)}: {exc}") from exc
         except psycopg.Error as exc:
             if _BAD_SETTING.search(str(exc)):  # libpq refused the URL itself, not the server
                 raise ConfigurationError(
-                    f"bad PostgreSQL URL {self.url}: {str(exc).strip()}"
+                    f"bad PostgreSQL URL {redact(url)}: {str(exc).strip()}"
                 ) from exc
             raise StorageUnavailableError(
-                f"cannot connect to PostgreSQL at {self.url}: {str(exc).strip()}"
+                f"cannot connect to PostgreSQL at {redact(url)}: {str(exc).strip()}"
             ) from exc
 
     def _window_trimmed(self, removed: int) -> None:
@@ -225,9 +246,12 @@ class PostgresStore(SqlStore):
             self._refuse_if_read_only()
         synced = awaited()
         watchdog = self._watchdog
+        pool = self._pool
+        if not write and self._replica is not None and replica_allowed() and self._caught_up():
+            pool = self._replica
         with (
             self._translated(),
-            replaying(self._pool, watchdog.watching, watchdog.dropped, committed) as cur,
+            replaying(pool, watchdog.watching, watchdog.dropped, committed) as cur,
         ):
             if write and not synced:  # work behind the callers: the next awaited commit
                 cur.execute("SET LOCAL synchronous_commit TO off")  # flushes it; pipelined
@@ -238,6 +262,32 @@ class PostgresStore(SqlStore):
             yield cur
         if write:
             self._count_commit(synced)
+
+    def _caught_up(self) -> bool:
+        """Whether the replica holds every commit this process made: it has replayed
+        past the primary's flushed position read after them, within
+        `READ_YOUR_WRITES_S` (else the read goes to the primary)."""
+        assert self._replica is not None
+        with self._counted:
+            commits = self._commits
+        if commits == self._replica_seen:
+            return True
+        with self._translated():
+            with self._pool.connection() as conn:
+                row = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
+            target = str(row[0]) if row else "0/0"
+            deadline = time.monotonic() + READ_YOUR_WRITES_S
+            with self._replica.connection() as conn:
+                while True:
+                    found = conn.execute(
+                        "SELECT COALESCE(pg_last_wal_replay_lsn() >= %s::pg_lsn, true)", (target,)
+                    ).fetchone()
+                    if found and found[0]:
+                        self._replica_seen = commits
+                        return True
+                    if time.monotonic() >= deadline:
+                        return False
+                    time.sleep(0.005)
 
     def _refuse_if_read_only(self) -> None:
         if self.read_only:
@@ -371,6 +421,8 @@ class PostgresStore(SqlStore):
     def close(self) -> None:
         self._watchdog.stop()
         self._pool.close()
+        if self._replica is not None:
+            self._replica.close()
 
 
 class _Watchdog:

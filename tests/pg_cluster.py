@@ -76,7 +76,8 @@ class Node:
 
     def query(self, sql: str) -> list[tuple[object, ...]]:
         with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
-            return conn.execute(sql).fetchall()
+            cursor = conn.execute(sql)
+            return cursor.fetchall() if cursor.description else []
 
 
 class Pair:

@@ -426,3 +426,13 @@ def test_the_library_call(tmp_path: Path) -> None:
         assert again.recorded == 0
     finally:
         store.close()
+
+
+def test_held_blocks_travel_with_copy(tmp_path: Path) -> None:
+    source = tmp_path / "companion.af"
+    _letta_file(source)
+    first, second = str(tmp_path / "first.db"), str(tmp_path / "second.db")
+    imported(str(source), "letta-agent-file", first)
+    run("copy", first, second)
+    with opened(second, "companion") as memory:
+        assert '<human source="letta"' in memory.context_xml()

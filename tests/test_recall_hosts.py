@@ -44,7 +44,7 @@ def _holds(home: Path, text: bytes) -> bool:
     return any(text in p.read_bytes() for p in home.rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize("forget", ["messages", "namespace"])
+@pytest.mark.parametrize("forget", ["messages", "purge", "namespace"])
 def test_a_forget_on_one_host_leaves_no_copy_on_another(
     store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forget: str
 ) -> None:
@@ -64,8 +64,10 @@ def test_a_forget_on_one_host_leaves_no_copy_on_another(
                 assert SECRET in found["hits"][0]["message"]["content"]
                 built = _copies(there)
                 assert list(built) == ["agent"]  # the other host's copy, named
-                if forget == "messages":
+                if forget in ("messages", "purge"):
                     memory.forget_messages([said.user.id])
+                    if forget == "purge":  # out of this host's files and the database's
+                        service.purge()
                 else:
                     memory.forget_all()
                 # the other host does not search again: its follower drops the copy

@@ -266,28 +266,34 @@ class PostgresStore(SqlStore):
     def _caught_up(self) -> bool:
         """Whether the replica holds every commit this process made: it has replayed
         past the primary's flushed position read after them, within
-        `READ_YOUR_WRITES_S` (else the read goes to the primary)."""
+        `READ_YOUR_WRITES_S` (else, or when the replica does not answer, the read
+        goes to the primary)."""
         assert self._replica is not None
         with self._counted:
             commits = self._commits
         if commits == self._replica_seen:
             return True
-        with self._translated():
-            with self._pool.connection() as conn:
-                row = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
-            target = str(row[0]) if row else "0/0"
-            deadline = time.monotonic() + READ_YOUR_WRITES_S
-            with self._replica.connection() as conn:
-                while True:
-                    found = conn.execute(
-                        "SELECT COALESCE(pg_last_wal_replay_lsn() >= %s::pg_lsn, true)", (target,)
-                    ).fetchone()
-                    if found and found[0]:
-                        self._replica_seen = commits
-                        return True
-                    if time.monotonic() >= deadline:
-                        return False
-                    time.sleep(0.005)
+        try:
+            with self._translated():
+                with self._pool.connection() as conn:
+                    row = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
+                target = str(row[0]) if row else "0/0"
+                deadline = time.monotonic() + READ_YOUR_WRITES_S
+                with self._replica.connection() as conn:
+                    while True:
+                        found = conn.execute(
+                            "SELECT COALESCE(pg_last_wal_replay_lsn() >= %s::pg_lsn, true)",
+                            (target,),
+                        ).fetchone()
+                        if found and found[0]:
+                            self._replica_seen = commits
+                            return True
+                        if time.monotonic() >= deadline:
+                            return False
+                        time.sleep(0.005)
+        except StorageUnavailableError as exc:
+            log.warning("the read replica does not answer, reading the primary: %s", exc)
+            return False
 
     def _refuse_if_read_only(self) -> None:
         if self.read_only:

@@ -3,7 +3,8 @@ system (a Letta agent's core memory) - beside the summaries rolling writes.
 
 They are kept as one item of the namespace (`HELD_BLOCKS_KEY`, the blocks as JSON),
 so the database stays their authority, every process reads the same ones, and
-forgetting the namespace removes them. Each is a block named by its label in the
+forgetting the namespace removes them; the context reads them with its slices and
+activation, in one transaction (`ContextState.held`). Each is a block named by its label in the
 memory and communication domains, at the full score, never fading: the system they
 came from kept them in every prompt.
 """
@@ -18,11 +19,9 @@ from partner_memory import json_text
 from partner_memory.context import ContextBlock, Domain
 from partner_memory.errors import InvalidInputError
 from partner_memory.items import Items
-from partner_memory.model import check_text
-from partner_memory.store.contract.capabilities import ItemStore, StoredItem
+from partner_memory.model import HELD_BLOCKS_KEY, check_text
+from partner_memory.store.contract.capabilities import StoredItem
 
-#: The item that holds a namespace's blocks.
-HELD_BLOCKS_KEY = "partner.held-blocks"
 #: The longest block kept, in characters (a Letta block's default limit is 5,000 to
 #: 20,000 characters; a prompt holds a few of them).
 MOST_CHARS = 50_000
@@ -51,13 +50,12 @@ class HeldBlock:
     def to_dict(self) -> dict[str, str]:
         return {"label": self.label, "value": self.value, "source": self.source}
 
-    def as_context(self, at: int) -> ContextBlock:
+    def as_context(self) -> ContextBlock:
         return ContextBlock(
             name=self.label,
             source=self.source,
             full=self.value,
             domains=frozenset({Domain.MEMORY, Domain.COMMUNICATION}),
-            made_at=at,
         )
 
 
@@ -72,10 +70,6 @@ def hold_blocks(items: Items, namespace: str, blocks: Sequence[HeldBlock], *, no
     return True
 
 
-def held_blocks(store: ItemStore, namespace: str, *, now: int) -> list[tuple[HeldBlock, int]]:
-    """The namespace's held blocks, each with when they were last set (ms)."""
-    found = store.get_items(namespace, [HELD_BLOCKS_KEY], now=now)
-    if not found:
-        return []
-    item = found[0]
-    return [(HeldBlock(**b), item.updated_at) for b in json_text.loads(item.value)]
+def held_blocks(held: str | None) -> list[HeldBlock]:
+    """The blocks of a namespace's held-blocks item (`ContextState.held`)."""
+    return [] if held is None else [HeldBlock(**b) for b in json_text.loads(held)]

@@ -41,7 +41,6 @@ from partner_memory.recall.results import RecallResult
 from partner_memory.rolling.dialog_rolling import dialog_history_block
 from partner_memory.rolling.settings import RollingSettings
 from partner_memory.store.contract.base import MemoryStore
-from partner_memory.store.contract.capabilities import ITEMS, require, supports
 
 
 def memory_blocks(state: ContextState, now: int, settings: RollingSettings) -> list[ContextBlock]:
@@ -91,17 +90,11 @@ class NamespaceContext:
         self._namespace = namespace
         self._settings = settings
         self._clock = clock
-        # a backend without items holds no blocks (HeldBlock): nothing to read
-        self._items = require(store, ITEMS) if supports(store, ITEMS) else None
 
     def blocks(self) -> list[ContextBlock]:
         state = self._store.context_state(self._namespace, slices=self._settings.restore_slices)
-        now = self._clock()
-        found = memory_blocks(state, now, self._settings)
-        if self._items is not None:
-            held = held_blocks(self._items, self._namespace, now=now)
-            found += [block.as_context(at) for block, at in held]
-        return found
+        found = memory_blocks(state, self._clock(), self._settings)
+        return found + [block.as_context() for block in held_blocks(state.held)]
 
     def resolve(self, domains: Sequence[Domain | str]) -> list[ResolvedBlock]:
         """R23's order and merge for these domains; a read, changing nothing."""

@@ -20,6 +20,7 @@ from partner_memory.errors import (
     NotFoundError,
 )
 from partner_memory.model import (
+    HELD_BLOCKS_KEY,
     Activation,
     ContextState,
     MemorySlice,
@@ -300,7 +301,9 @@ class InMemoryStore(ExtrasMixin, ItemsMixin, LogMixin, DerivedVerbs):
     def context_state(self, namespace: str, *, slices: int) -> ContextState:
         with self._reading() as shared:
             state = self._state(shared, namespace)
-            return ContextState(_recent(state, slices), state.activation)
+            held = shared.items.get((namespace, HELD_BLOCKS_KEY))
+            value = None if held is None or held.expires_at is not None else held.value
+            return ContextState(_recent(state, slices), state.activation, value)
 
     def set_activation(self, namespace: str, activation: Activation | None) -> None:
         with self._changing(namespace) as state:

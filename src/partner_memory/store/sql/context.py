@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from partner_memory.model import Activation, ContextState
+from partner_memory.model import HELD_BLOCKS_KEY, Activation, ContextState
 from partner_memory.store.sql.base import Cursor, SqlBase
 from partner_memory.store.sql.log import recent_slices_of
 
 _ACTIVATION = "at, full_text, compact_text, abstract_text, message_ids, slice_keys"
+_ACTIVATION_OF_A = ", ".join(f"a.{column}" for column in _ACTIVATION.split(", "))
 
 
 class ContextSql(SqlBase):
@@ -19,10 +20,18 @@ class ContextSql(SqlBase):
     def context_state(self, namespace: str, *, slices: int) -> ContextState:
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
-            return ContextState(
-                recent_slices_of(self, cur, namespace_id, slices),
-                read_activation(self, cur, namespace_id),
-            )
+            recent = recent_slices_of(self, cur, namespace_id, slices)
+            # the activation and the held blocks in one statement: one round trip
+            row = self._run(
+                cur,
+                f"SELECT {_ACTIVATION_OF_A}, (SELECT i.value FROM items i"
+                " WHERE i.namespace = ? AND i.item_key = ? AND i.expires_at IS NULL)"
+                " FROM (SELECT 1 AS one) o LEFT JOIN activations a ON a.namespace_id = ?",
+                (namespace, HELD_BLOCKS_KEY, namespace_id),
+            ).fetchone()
+            activation = None if row is None or row[0] is None else _activation(row)
+            held = None if row is None or row[-1] is None else str(row[-1])
+            return ContextState(recent, activation, held)
 
     def set_activation(self, namespace: str, activation: Activation | None) -> None:
         with self._transaction(write=True) as cur:

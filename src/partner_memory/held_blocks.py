@@ -19,8 +19,8 @@ from partner_memory import json_text
 from partner_memory.context import ContextBlock, Domain
 from partner_memory.errors import InvalidInputError
 from partner_memory.items import Items
-from partner_memory.model import HELD_BLOCKS_KEY, check_text
-from partner_memory.store.contract.capabilities import StoredItem
+from partner_memory.model import check_text
+from partner_memory.store.contract.capabilities import HELD_BLOCKS_KEY, StoredItem
 
 #: The longest block kept, in characters (a Letta block's default limit is 5,000 to
 #: 20,000 characters; a prompt holds a few of them).

@@ -501,17 +501,11 @@ class Activation(Record):
 @dataclass(frozen=True, slots=True)
 class ContextState(Record):
     """What a namespace's context is made of, read at once: its newest slices (newest
-    first, with their unit ids), the latest recall's activation, and the blocks it holds
-    as they were brought in (`held_blocks`: the JSON of its `HELD_BLOCKS_KEY` item;
-    None where it holds none, or the backend keeps no items)."""
+    first, with unit ids), the latest recall's activation, its held blocks' JSON."""
 
     slices: list[tuple[str, MemorySlice]]
     activation: Activation | None
     held: str | None = None
-
-
-#: The item (`ItemStore`) under which a namespace keeps the blocks it holds in context.
-HELD_BLOCKS_KEY = "partner.held-blocks"
 
 
 @dataclass(frozen=True, slots=True)

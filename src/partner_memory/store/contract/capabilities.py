@@ -141,6 +141,10 @@ class NamespaceDump:
     items: list[tuple[Any, ...]] = field(default_factory=list)
 
 
+#: The item under which a namespace keeps the blocks it holds in context (`held_blocks`).
+HELD_BLOCKS_KEY = "partner.held-blocks"
+
+
 class StoredItem(NamedTuple):
     """A value kept under an exact key (a LangGraph store's item): the store is its
     authority; a message of the same namespace, when it has one, is how recall finds it."""

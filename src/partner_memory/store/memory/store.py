@@ -20,7 +20,6 @@ from partner_memory.errors import (
     NotFoundError,
 )
 from partner_memory.model import (
-    HELD_BLOCKS_KEY,
     Activation,
     ContextState,
     MemorySlice,
@@ -36,6 +35,7 @@ from partner_memory.store.contract.base import (
     UnitWrite,
     WindowAppend,
 )
+from partner_memory.store.contract.capabilities import HELD_BLOCKS_KEY
 from partner_memory.store.contract.derived import DerivedVerbs
 from partner_memory.store.contract.refusals import refuse_repeated_ids, unit_changed
 from partner_memory.store.memory.extras import ExtrasMixin

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from partner_memory.model import HELD_BLOCKS_KEY, Activation, ContextState
+from partner_memory.model import Activation, ContextState
+from partner_memory.store.contract.capabilities import HELD_BLOCKS_KEY
 from partner_memory.store.sql.base import Cursor, SqlBase
 from partner_memory.store.sql.log import recent_slices_of
 

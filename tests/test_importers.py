@@ -436,3 +436,15 @@ def test_held_blocks_travel_with_copy(tmp_path: Path) -> None:
     run("copy", first, second)
     with opened(second, "companion") as memory:
         assert '<human source="letta"' in memory.context_xml()
+
+
+def test_text_that_is_not_unicode_is_refused(store_url: str, tmp_path: Path) -> None:
+    """JSON can escape a lone surrogate; the import says so instead of failing on it."""
+    before = seeded(store_url)
+    source = tmp_path / "companion.af"
+    _letta_file(source)
+    text = source.read_text().replace("He runs very fast.", "He runs \\ud800 fast.")
+    source.write_text(text)
+    out = run("import", str(source), "--from", "letta-agent-file", "--db", store_url, code=BAD)
+    assert "not valid Unicode" in out
+    assert namespaces(store_url) == before

@@ -145,4 +145,4 @@ def test_broken_json_fails_as_the_standard_library_says(text: str) -> None:
 @given(st.text(max_size=200))
 def test_derived_ids_are_uuid5(name: str) -> None:
     expected = str(uuid.uuid5(transcripts._ID_NAMESPACE, name))
-    assert transcripts._uuid5(name, "x") == expected
+    assert transcripts.stable_id(name, "x") == expected

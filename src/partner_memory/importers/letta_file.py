@@ -14,7 +14,6 @@ by their labels (`held_blocks`).
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from partner_memory import json_text
 from partner_memory.errors import InvalidInputError
 from partner_memory.held_blocks import HeldBlock
 from partner_memory.importers.source import Conversation, Imported, text_of
+from partner_memory.ingest.transcripts import timestamp_ms
 
 KIND = "letta-agent-file"
 SOURCE = "letta"
@@ -83,7 +83,7 @@ def _message(conversation: Conversation, message: Any, origin: str) -> None:
     if not isinstance(message, dict) or "role" not in message:
         raise InvalidInputError(f"{origin}: a message is an object with a role")
     role, key = str(message["role"]), message.get("id", origin)
-    at = _time(message.get("created_at"), origin)
+    at = timestamp_ms(message.get("created_at"), f"{origin} created_at")
     text = text_of(message.get("content"))
     if role == "user":
         text, event = _opened(text)
@@ -136,15 +136,3 @@ def _argument(arguments: Any, name: str) -> str:
             return ""
     value = arguments.get(name) if isinstance(arguments, dict) else None
     return value if isinstance(value, str) else ""
-
-
-def _time(value: Any, origin: str) -> int | None:
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(str(value))
-    except ValueError:
-        raise InvalidInputError(f"{origin}: created_at {value!r} is not an ISO date-time") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)

@@ -5,7 +5,6 @@ tool calls kept beside the reply that followed them)."""
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,9 +14,9 @@ from partner_memory.clip import clipped
 from partner_memory.errors import InvalidInputError
 from partner_memory.held_blocks import HeldBlock
 from partner_memory.ingest import Transcript
+from partner_memory.ingest.transcripts import stable_id
 from partner_memory.model import Message, Role, check_namespace
 
-_IDS = uuid.UUID("5d1c1b1e-8f0e-4a57-9a55-0c0e4f6a8d21")
 #: A tool call's arguments or output is kept up to this many characters.
 TOOL_TEXT_CHARS = 2_000
 #: A table name as a reader puts it in SQL: a plain identifier, optionally schema-qualified.
@@ -40,7 +39,7 @@ def message_id(kind: str, session: str, key: object, role: str, content: str) ->
     """A stable id for an imported message: equal for the same row of the same session
     with the same text, so importing again stores nothing twice, and different
     wherever the text differs, so two sources never claim one id."""
-    return str(uuid.uuid5(_IDS, f"{kind}\x1f{session}\x1f{key}\x1f{role}\x1f{content}"))
+    return stable_id(f"{kind}\x1f{session}\x1f{key}\x1f{role}\x1f{content}", "message content")
 
 
 def checked_table(name: str) -> str:
@@ -90,13 +89,12 @@ class Conversation:
         key: object,
         origin: str,
         timestamp: int | None,
-        metadata: dict[str, Any] | None = None,
     ) -> None:
         """A message; a blank one is counted as skipped (a tool call's empty reply text)."""
         if not text.strip():
             self.skipped += 1
             return
-        extra = dict(metadata or {})
+        extra: dict[str, Any] = {}
         if role == "assistant" and self._calls:
             extra["tool_calls"] = list(self._calls.values())
             self._calls.clear()
@@ -143,7 +141,9 @@ def sessions_of(
     session, in the order of their first rows."""
     sessions: dict[str, Conversation] = {}
     for row_id, session, data, at in rows:
-        conversation = sessions.setdefault(str(session), Conversation(kind, str(session)))
+        conversation = sessions.get(str(session))
+        if conversation is None:
+            conversation = sessions[str(session)] = Conversation(kind, str(session))
         origin = f"{where} row {row_id}"
         try:
             value = json_text.loads(data)

@@ -24,6 +24,7 @@ from partner_memory import (
     RollingSettings,
 )
 from partner_memory.store import MemoryStore
+from partner_memory.store.contract.base import UnitQuery
 
 Case = Callable[[PartnerMemory], object]
 
@@ -192,7 +193,7 @@ CASES: list[tuple[str, Case, type[PartnerMemoryError], str]] = [
     ),
     (
         "offset beyond any store",
-        lambda m: m.core.store.list_units(m.namespace, limit=5, offset=2**70),
+        lambda m: m.core.store.list_units(m.namespace, UnitQuery(limit=5, offset=2**70)),
         InvalidInputError,
         "too large|out of range",
     ),

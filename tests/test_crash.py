@@ -16,6 +16,7 @@ import pytest
 from partner_memory.core import MemoryCore
 from partner_memory.interop import export_partner_state
 from partner_memory.store import open_store
+from partner_memory.store.contract.base import UnitQuery
 from tests.helpers import assert_unit_consistent
 
 ROOT = Path(__file__).parent.parent
@@ -158,7 +159,8 @@ def test_sigkill_during_import_is_all_or_nothing(store_url: str, tmp_path: Path)
             if info is not None:  # the transaction committed before the kill: all of it
                 assert info.unit_count == 30
                 assert (
-                    sum(u.message_count for u in store.list_units(namespace, limit=100)) == 12_000
+                    sum(u.message_count for u in store.list_units(namespace, UnitQuery(limit=100)))
+                    == 12_000
                 )
         finally:
             store.close()

@@ -28,6 +28,7 @@ from partner_memory import (
 from partner_memory.rolling.consumers import PreparedWork, PreparingConsumer
 from partner_memory.rolling.follow import LogFollower
 from partner_memory.store import MemoryStore, Staged
+from partner_memory.store.contract.capabilities import RecordQuery
 from partner_memory.store.sql.log import LogSql
 from partner_memory.testing.helpers import messages, rolling
 from tests.consumer_worker import SeenRollings
@@ -37,7 +38,7 @@ KILLS = int(os.environ.get("PARTNER_MEMORY_CONSUMER_KILLS", "110"))
 
 
 def _seen(store: MemoryStore) -> list[tuple[str, int]]:
-    found = store.read_records("seen-rollings", "ns", limit=1_000_000)
+    found = store.read_records("ns", RecordQuery("seen-rollings", limit=1_000_000))
     return [("ns", int(r.value)) for r in found]
 
 
@@ -242,7 +243,9 @@ def test_slow_work_is_prepared_outside_the_transaction(store: MemoryStore) -> No
             memory.record_turn(f"question {turn} about Kyoto", "an answer")
             memory.roll_now()
         service.register_consumer(consumer).result(10)
-    rows = [(int(r.key), str(r.value)) for r in store.read_records("preparing", "agent")]
+    rows = [
+        (int(r.key), str(r.value)) for r in store.read_records("agent", RecordQuery("preparing"))
+    ]
     summaries = {e.seq: e.slice.summary.upper() for e in store.read_log("agent", 0, limit=10)}
     assert sorted(rows) == sorted(summaries.items())
     assert sorted(consumer.made) == sorted(summaries)  # made once each, before the transaction

@@ -24,6 +24,7 @@ import pytest
 from partner_memory import MemoryService, RollingSettings, open_store
 from partner_memory.errors import StorageUnavailableError
 from partner_memory.store import MemoryStore
+from partner_memory.store.contract.capabilities import RecordQuery
 from tests import pg_cluster
 from tests.consumer_worker import SeenRollings
 
@@ -196,7 +197,7 @@ def _every_rolling_once(store: MemoryStore) -> None:
                 if status.position >= head:
                     break
                 time.sleep(0.1)
-            records = store.read_records("seen-rollings", namespace, limit=1_000_000)
+            records = store.read_records(namespace, RecordQuery("seen-rollings", limit=1_000_000))
             assert sorted(int(r.value) for r in records) == list(range(1, head + 1))
     finally:
         service.close()

@@ -15,6 +15,7 @@ from partner_memory import (
     RollingSettings,
 )
 from partner_memory.store import MemoryStore, Staged
+from partner_memory.store.contract.capabilities import RecordQuery
 
 SETTINGS = RollingSettings(idle_check_interval_s=0)
 
@@ -54,7 +55,7 @@ class UnitCount:
 
 
 def _records(service: MemoryService, consumer: str, namespace: str) -> dict[str, object]:
-    found = service.queries.records(consumer, namespace, limit=1000)
+    found = service.queries.records(namespace, RecordQuery(consumer, limit=1000))
     return {r.key: r.value for r in found}
 
 

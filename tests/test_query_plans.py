@@ -19,6 +19,7 @@ import pytest
 
 from partner_memory.model import Message
 from partner_memory.store import MemoryStore
+from partner_memory.store.contract.base import UnitQuery
 from partner_memory.store.sql.base import SqlBase
 from tests.helpers import messages
 
@@ -79,7 +80,7 @@ def _whole_table_reads(plan: str, dialect: str) -> list[str]:
 
 
 def _ids(store: MemoryStore, ns: str) -> list[str]:
-    unit = store.list_units(ns, limit=1)[0]
+    unit = store.list_units(ns, UnitQuery(limit=1))[0]
     return [m.id for m in store.read_messages(ns, unit.id, 0, 50)]
 
 
@@ -87,9 +88,9 @@ HOT: dict[str, tuple[Callable[[MemoryStore], object], str]] = {
     "which ids are stored": (lambda s: s.stored_message_ids("ns-1", _ids(s, "ns-1")), "by_key"),
     "find messages by id": (lambda s: s.find_messages("ns-1", _ids(s, "ns-1")), "by_key"),
     "newest slices": (lambda s: s.recent_slices("ns-1", 5), "slices_newest"),
-    "first page of units": (lambda s: s.list_units("ns-1", limit=2), "units_by_time"),
+    "first page of units": (lambda s: s.list_units("ns-1", UnitQuery(limit=2)), "units_by_time"),
     "units since a time": (
-        lambda s: s.list_units("ns-1", limit=2, since=1_700_000_010_000),
+        lambda s: s.list_units("ns-1", UnitQuery(limit=2, since=1_700_000_010_000)),
         "units_by_time",
     ),
     "a unit's messages": (lambda s: s.read_messages("ns-1", "ns-1-u3", 40, 60), "messages"),

@@ -13,6 +13,7 @@ from pathlib import Path
 from partner_memory import MemoryService, RollingSettings, open_store
 from partner_memory.recall.engine import RecallEngine
 from partner_memory.recall.indexer import RECALL_CONSUMER
+from partner_memory.store.contract.base import UnitQuery
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +50,7 @@ def test_sigkill_between_rolling_and_indexing_only_delays_the_index(store_url: s
         state = store.recall_state("ns", RECALL_CONSUMER)
         assert state.indexed == state.head == 1
         rows = store.recall_rows("ns", -1, state.head)
-        (unit,) = store.list_units("ns", limit=10)
+        (unit,) = store.list_units("ns", UnitQuery(limit=10))
         assert sorted(r.position for r in rows) == list(range(unit.message_count))
         assert _found(RecallEngine(store), query) == before
     finally:

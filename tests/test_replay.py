@@ -19,6 +19,7 @@ from partner_memory.ingest import ReplayClock, ingest, read_transcript
 from partner_memory.ingest.transcripts import parse_locomo_date
 from partner_memory.memory import PartnerMemory
 from partner_memory.store import MemoryStore, open_store
+from partner_memory.store.contract.base import UnitQuery
 from tests.helpers import LOCOMO_DIR, assert_unit_consistent, needs_locomo
 
 ROOT = Path(__file__).parent.parent
@@ -405,7 +406,7 @@ def test_resume_with_two_conversations_in_the_window_splits_them(
 def _memory_shape(store: MemoryStore, namespace: str) -> list[object]:
     """Everything a replay decides, without the ids and times it makes up itself."""
     shape: list[object] = []
-    for info in reversed(store.list_units(namespace, limit=1000)):
+    for info in reversed(store.list_units(namespace, UnitQuery(limit=1000))):
         ids = [m.id for m in store.read_messages(namespace, info.id, 0, info.message_count)]
         slices = store.read_slices(namespace, info.id)
         shape.append((ids, [(s.start_index, s.end_index, s.summary, s.timestamp) for s in slices]))

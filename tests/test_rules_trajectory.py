@@ -9,7 +9,8 @@ from partner_memory.errors import InvalidInputError
 from partner_memory.model import Message
 from partner_memory.store import MemoryStore
 from partner_memory.store.sqlite import SQLiteStore
-from partner_memory.trajectory import Trajectory, kept_count
+from partner_memory.testing.helpers import trim_window
+from partner_memory.trajectory import Trajectory, dropped_ids, kept_count
 from tests.conftest import ManualClock
 from tests.helpers import messages
 
@@ -88,12 +89,16 @@ def test_r11_no_reply_turn_is_recorded_but_not_replied(trajectory: Trajectory) -
     assert turn.assistant.content == "[[AGENT]: self]: [NOT_REPLIED]:\n\nlet them rest"
 
 
-def test_r12_roll_keeps_newest_share_and_later_messages(trajectory: Trajectory) -> None:
+def test_r12_roll_keeps_newest_share_and_later_messages(
+    store: MemoryStore, trajectory: Trajectory
+) -> None:
     """R12: keep the last size // divisor of the snapshot, plus what came after it."""
     trajectory.record(messages(12, "old"))
     snapshot = trajectory.snapshot()
     trajectory.record(messages(3, "new"))
-    assert trajectory.roll_with_snapshot(snapshot, 6) == 10
+    dropped = dropped_ids(snapshot, 6)
+    assert len(dropped) == 10
+    trim_window(store, "agent", dropped)
     assert [m.content for m in trajectory.snapshot()] == [
         "old-10",
         "old-11",
@@ -117,7 +122,7 @@ def test_r12_roll_is_persisted(
 ) -> None:
     """R12: the trimmed window is what a restart sees."""
     trajectory.record(messages(6))
-    trajectory.roll_with_snapshot(trajectory.snapshot(), None)
+    trim_window(store, "agent", dropped_ids(trajectory.snapshot(), None))
     assert len(Trajectory(store, "agent", clock=manual_clock)) == 0
 
 

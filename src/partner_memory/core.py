@@ -29,12 +29,14 @@ from partner_memory.model import (
 )
 from partner_memory.provenance import SliceReading, provenance
 from partner_memory.settings import DEFAULT_NAMESPACE
-from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.base import MemoryStore, UnitQuery
 from partner_memory.store.contract.capabilities import (
     INSPECTION,
     ForgetStore,
     require,
+    supports,
 )
+from partner_memory.store.contract.derived import totals_from_log
 
 MAX_PAGE_SIZE = 1000
 #: Far beyond any namespace, and within every backend's 64-bit integers.
@@ -242,17 +244,19 @@ class MemoryCore:
             shown = min(limit, total - offset)  # the same rows, counted from the oldest
             units = self._store.list_units(
                 ns,
-                limit=shown,
-                offset=total - offset - shown,
-                since=since,
-                until=until,
-                oldest_first=True,
+                UnitQuery(
+                    limit=shown,
+                    offset=total - offset - shown,
+                    since=since,
+                    until=until,
+                    oldest_first=True,
+                ),
             )
             units.reverse()
             more = offset + shown < total
         else:  # one more than asked: whether a next page exists
             units = self._store.list_units(
-                ns, limit=limit + 1, offset=offset, since=since, until=until, after=after
+                ns, UnitQuery(limit=limit + 1, offset=offset, since=since, until=until, after=after)
             )
             more, units = len(units) > limit, units[:limit]
         next_after = units[-1].id if more else None
@@ -260,7 +264,10 @@ class MemoryCore:
 
     def rolling_stats(self) -> RollingTotals:
         """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""
-        totals = require(self._store, INSPECTION).rolling_totals(self._namespace)
+        if supports(self._store, INSPECTION):
+            totals = require(self._store, INSPECTION).rolling_totals(self._namespace)
+        else:  # a core-only backend: the log carries each rolling's cost
+            totals = totals_from_log(self._store, self._namespace)
         return replace(totals, consumers=tuple(self._store.consumer_status(self._namespace)))
 
     def known_ids(self, message_ids: Sequence[str]) -> set[str]:

@@ -18,35 +18,28 @@ from typing import Any, Unpack
 
 from opentelemetry.trace import Span
 
-from partner_memory.clock import Clock, system_clock
 from partner_memory.context import DEFAULT_DOMAINS, Domain, ResolvedBlock, render_xml
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message, RollingTotals, WindowMessage, check_limit
 from partner_memory.namespace_context import NamespaceContext
 from partner_memory.provenance import SliceReading
-from partner_memory.recall.embed import EmbeddingSettings
 from partner_memory.recall.query import RecallOptions, RecallQuery
-from partner_memory.recall.replicas import RecallIndexSettings
 from partner_memory.recall.results import RecallResult, TopicCount
 from partner_memory.requests import ForgetRequest, TurnInput, TurnOptions
 from partner_memory.rolling import (
     AfterRolling,
     AfterRollingRegistry,
     DialogRolling,
-    LLMSettings,
-    MessageCompressor,
-    MessageSummarizer,
     RollingResult,
     RollingSettings,
     SummarizerChain,
 )
 from partner_memory.rolling.consumers import DurableConsumer
-from partner_memory.runtime import MemoryRuntime
+from partner_memory.runtime import MemoryOptions, MemoryRuntime
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.store import MemoryStore
 from partner_memory.store.contract.base import WindowAppend
-from partner_memory.store.contract.capabilities import TopicStore
-from partner_memory.store.contract.staged import StoredRecord
+from partner_memory.store.contract.capabilities import RecordQuery, StoredRecord, TopicStore
 from partner_memory.telemetry import names as n
 from partner_memory.telemetry.instruments import capturing_content, instruments, operation
 from partner_memory.trajectory import Trajectory, Turn
@@ -71,31 +64,14 @@ class PartnerMemory:
         store: MemoryStore,
         namespace: str = DEFAULT_NAMESPACE,
         *,
-        llm: LLMSettings | None = None,
-        summarizers: Sequence[MessageSummarizer] | None = None,
-        compressor: MessageCompressor | None = None,
-        settings: RollingSettings | None = None,
-        clock: Clock = system_clock,
-        idle_timer: bool = True,
-        owns_store: bool = False,
         create: bool = True,
-        embeddings: EmbeddingSettings | None = None,
-        recall_index: RecallIndexSettings | None = None,
+        **options: Unpack[MemoryOptions],
     ) -> None:
-        """A memory with a service of its own (one rolling worker), closed with it."""
-        service = MemoryRuntime(
-            store,
-            embeddings=embeddings,
-            recall_index=recall_index,
-            llm=llm,
-            summarizers=summarizers,
-            compressor=compressor,
-            settings=settings,
-            clock=clock,
-            idle_timer=idle_timer,
-            rolling_workers=1,
-            owns_store=owns_store,
-        )
+        """A memory with a service of its own (one rolling worker), closed with it;
+        `options` are `MemoryOptions` (LLM, summarizers, settings, clock, ...)."""
+        if "rolling_workers" in options:
+            raise TypeError("a PartnerMemory rolls with one worker; share a service for more")
+        service = MemoryRuntime(store, rolling_workers=1, **options)
         try:
             self._bind(service, namespace, create=create)
             self._owns_service = True
@@ -327,9 +303,8 @@ class PartnerMemory:
         self, consumer: str, *, prefix: str = "", after: str | None = None, limit: int = 100
     ) -> list[StoredRecord]:
         """What the durable consumer `consumer` recorded for this namespace, by key."""
-        return self.service.queries.records(
-            consumer, self.namespace, prefix=prefix, after=after, limit=limit
-        )
+        query = RecordQuery(consumer, prefix, after, limit)
+        return self.service.queries.records(self.namespace, query)
 
     def stats(self) -> RollingTotals:
         """Totals over every rolling (messages, LLM calls, tokens, time) and consumer status."""

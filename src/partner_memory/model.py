@@ -559,9 +559,8 @@ class RollingTotals(Record):
     llm_ms: float
     pipeline_ms: float
     by_summarizer: dict[str, int]
-    #: Rollings in which an LLM call failed and a fallback was used...
+    #: Rollings whose LLM call failed and fell back, and the latest reasons (newest first).
     fallbacks: int = 0
-    #: ...and the reasons of the latest ones, newest first.
     recent_fallbacks: tuple[str, ...] = ()
     #: AfterRolling consumers seen on this namespace: position and failures.
     consumers: tuple[ConsumerStatus, ...] = ()
@@ -587,7 +586,7 @@ class ConsumerStatus(Record):
 
 @dataclass(frozen=True, slots=True)
 class LogEntry(Record):
-    """One rolling as the ordered per-namespace log keeps it, for consumers that follow it."""
+    """One rolling as the ordered per-namespace log keeps it, with its cost, for consumers."""
 
     namespace: str
     #: 1, 2, 3, ... per namespace, in commit order.
@@ -598,3 +597,4 @@ class LogEntry(Record):
     idle: bool
     rolling_size: int
     retain_divisor: int | None
+    cost: RollingCost

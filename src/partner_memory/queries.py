@@ -18,16 +18,18 @@ from partner_memory.model import (
     NamespaceOverview,
     RollingRecord,
     check_limit,
-    check_text,
 )
 from partner_memory.store.contract.base import MemoryStore
 from partner_memory.store.contract.capabilities import (
     FORGETTING,
     INSPECTION,
+    RECORDS,
+    NamespaceQuery,
+    RecordQuery,
+    StoredRecord,
     require,
 )
 from partner_memory.store.contract.reads import replica_may_answer
-from partner_memory.store.contract.staged import StoredRecord
 
 
 class MemoryQueries:
@@ -53,19 +55,10 @@ class MemoryQueries:
         with replica_may_answer():
             return self._store.count_namespaces(matching=matching)
 
-    def overviews(
-        self,
-        *,
-        limit: int,
-        after: str | None = None,
-        search: str | None = None,
-        matching: str | None = None,
-    ) -> list[NamespaceOverview]:
-        """Namespaces with their figures (`InspectionStore`); `search` any part of a name."""
+    def overviews(self, query: NamespaceQuery) -> list[NamespaceOverview]:
+        """Namespaces with their figures (`InspectionStore`)."""
         with replica_may_answer():
-            return require(self._store, INSPECTION).namespace_overviews(
-                limit=check_limit(limit), after=after, search=search, matching=matching
-            )
+            return require(self._store, INSPECTION).namespace_overviews(query)
 
     def rolling_history(
         self, namespace: str, *, limit: int, before: int | None = None
@@ -86,21 +79,7 @@ class MemoryQueries:
         with replica_may_answer():
             return require(self._store, FORGETTING).forget_log(namespace, limit=check_limit(limit))
 
-    def records(
-        self,
-        consumer: str,
-        namespace: str,
-        *,
-        prefix: str = "",
-        after: str | None = None,
-        limit: int = 100,
-    ) -> list[StoredRecord]:
+    def records(self, namespace: str, query: RecordQuery) -> list[StoredRecord]:
         """A durable consumer's records in a namespace, by key."""
-        check_text(consumer, "consumer")
-        check_text(prefix, "prefix")
-        if after is not None:
-            check_text(after, "after")
         with replica_may_answer():
-            return self._store.read_records(
-                consumer, namespace, prefix=prefix, after=after, limit=check_limit(limit)
-            )
+            return require(self._store, RECORDS).read_records(namespace, query)

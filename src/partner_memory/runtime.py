@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol, Self
+from typing import Any, NamedTuple, Protocol, Self, TypedDict, Unpack
 
 from opentelemetry.trace import Span
 
@@ -89,34 +89,46 @@ class Served(Protocol):
     def rolling(self) -> DialogRolling: ...
 
 
+class MemoryOptions(TypedDict, total=False):
+    """How a memory runs: what `PartnerMemory(store, namespace, **options)` passes on."""
+
+    llm: LLMSettings | None
+    summarizers: Sequence[MessageSummarizer] | None
+    compressor: MessageCompressor | None
+    settings: RollingSettings | None
+    clock: Clock
+    idle_timer: bool
+    owns_store: bool
+    embeddings: EmbeddingSettings | None
+    recall_index: RecallIndexSettings | None
+
+
+class RuntimeOptions(MemoryOptions, total=False):
+    """`MemoryOptions` and how many rollings run at once."""
+
+    rolling_workers: int
+
+
 class MemoryRuntime:
     """The process-wide owner of store, LLM client, executor and scheduler."""
 
-    def __init__(
-        self,
-        store: MemoryStore,
-        *,
-        llm: LLMSettings | None = None,
-        summarizers: Sequence[MessageSummarizer] | None = None,
-        compressor: MessageCompressor | None = None,
-        settings: RollingSettings | None = None,
-        clock: Clock = system_clock,
-        idle_timer: bool = True,
-        rolling_workers: int = DEFAULT_ROLLING_WORKERS,
-        owns_store: bool = False,
-        embeddings: EmbeddingSettings | None = None,
-        recall_index: RecallIndexSettings | None = None,
-    ) -> None:
+    def __init__(self, store: MemoryStore, **options: Unpack[RuntimeOptions]) -> None:
+        unknown = sorted(set(options) - RuntimeOptions.__optional_keys__)
+        if unknown:
+            raise TypeError(f"unknown memory option {unknown[0]!r}")
         self.store = store
-        self.settings = settings or RollingSettings()
-        self.clock = clock
-        self._owns_store = owns_store
+        self.settings = options.get("settings") or RollingSettings()
+        self.clock = clock = options.get("clock", system_clock)
+        self._owns_store = options.get("owns_store", False)
+        idle_timer = options.get("idle_timer", True)
         self._idle_timer = idle_timer and self.settings.idle_check_interval_s > 0
+        llm = options.get("llm")
         self._client = ChatClient(llm) if llm is not None else None
-        embeddings = embeddings or EmbeddingSettings()
+        embeddings = options.get("embeddings") or EmbeddingSettings()
         self.summarizer = SummarizerChain(
-            self._summarizers(summarizers, handed_over=embeddings.analysis_worker)
+            self._summarizers(options.get("summarizers"), handed_over=embeddings.analysis_worker)
         )
+        compressor = options.get("compressor")
         if compressor is not None and not callable(getattr(compressor, "compress", None)):
             raise InvalidInputError(
                 f"compressor has no compress(messages, meter) method: {type(compressor).__name__}"
@@ -124,7 +136,8 @@ class MemoryRuntime:
         self._owns_compressor = compressor is None
         self.compressor = compressor or self._compressor()
         self.leases = LeaseKeeper(store, self.settings.lease_ttl_s, on_acquire=self._start)
-        self.executor = ThreadPoolExecutor(max(1, rolling_workers), thread_name_prefix="pm-rolling")
+        workers = options.get("rolling_workers", DEFAULT_ROLLING_WORKERS)
+        self.executor = ThreadPoolExecutor(max(1, workers), thread_name_prefix="pm-rolling")
         self.dispatcher = ConsumerDispatcher(store, clock)
         self._handles: dict[str, Served] = {}
         self._watched: set[str] = set()
@@ -135,7 +148,7 @@ class MemoryRuntime:
         #: How messages become recall rows: terms, and vectors from the embedder that
         #: `embeddings` chooses (the static model when not given).
         self.analysis = RecallAnalysis(embeddings.embedder(), worker=embeddings.analysis_worker)
-        where = recall_index or RecallIndexSettings()
+        where = options.get("recall_index") or RecallIndexSettings()
         replicas = IndexReplicas(where.home(store.url), required=where.directory is not None)
         self.recall = RecallEngine(store, self.analysis, replicas=replicas)
         #: forgets elsewhere reach this host's index copies (a store with recall rows)

@@ -115,16 +115,6 @@ class Trajectory:
             self._namespace, batch, last_interaction=interaction, structured=structured_ids(batch)
         )
 
-    def roll_with_snapshot(self, snapshot: Sequence[Message], retain_divisor: int | None) -> int:
-        """R12: drop the snapshot's older messages, keeping its newest share and all later ones.
-
-        Returns how many messages were dropped. (Rolling does this inside its
-        commit; this is the rule on its own.)
-        """
-        dropped = dropped_ids(snapshot, retain_divisor)
-        self._store.remove_trajectory(self._namespace, dropped)
-        return len(dropped)
-
 
 def dropped_ids(snapshot: Sequence[Message], retain_divisor: int | None) -> list[str]:
     """R12: the ids a roll removes from the window - all but the snapshot's newest share."""

@@ -36,6 +36,7 @@ from partner_memory.inspector.viewer import (
 from partner_memory.keys import SESSION_LIFETIME_MS
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import MemorySlice, check_namespace
+from partner_memory.store.contract.capabilities import NamespaceQuery
 
 router = APIRouter(include_in_schema=False)
 
@@ -139,7 +140,7 @@ def namespaces(
 ) -> Any:
     queries = viewer.access.service.queries
     matching = None if viewer.key is None else viewer.key.namespaces  # the key's, in the query
-    shown = queries.overviews(limit=NAMESPACES_PAGE + 1, after=after, search=q, matching=matching)
+    shown = queries.overviews(NamespaceQuery(NAMESPACES_PAGE + 1, after, q, matching))
     page = shown[:NAMESPACES_PAGE]
     next_after = page[-1].name if len(shown) > NAMESPACES_PAGE else None
     total = None if q else queries.count_namespaces(matching=matching)

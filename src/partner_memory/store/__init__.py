@@ -23,6 +23,8 @@ from partner_memory.store.contract.capabilities import (
     InspectionStore,
     KeyStore,
     RecallStore,
+    RecordStore,
+    StoredRecord,
     TopicStore,
     require,
     supports,
@@ -33,7 +35,6 @@ from partner_memory.store.contract.staged import (
     IndexedMessages,
     Record,
     Staged,
-    StoredRecord,
     Unrecord,
 )
 from partner_memory.store.registry import StoreOptions, opener
@@ -54,6 +55,7 @@ __all__ = [
     "MemoryStore",
     "RecallStore",
     "Record",
+    "RecordStore",
     "ReplayStep",
     "RollingCommit",
     "Staged",

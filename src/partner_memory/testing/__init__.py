@@ -34,7 +34,7 @@ from partner_memory.testing.capabilities import (
     TopicsContract,
 )
 from partner_memory.testing.items import ItemsContract
-from partner_memory.testing.log import LogContract
+from partner_memory.testing.log import LogContract, RecordContract
 from partner_memory.testing.refusals import RefusalContract
 from partner_memory.testing.report import BackendReport, report
 from partner_memory.testing.units import UnitContract
@@ -52,6 +52,7 @@ __all__ = [
     "KeysContract",
     "LogContract",
     "RecallContract",
+    "RecordContract",
     "RefusalContract",
     "StoreContract",
     "TopicsContract",
@@ -67,6 +68,7 @@ class CoreContract(UnitContract, WindowContract, LogContract):
 
 class CapabilityContracts(
     KeysContract,
+    RecordContract,
     TopicsContract,
     RecallContract,
     ForgetContract,

@@ -19,20 +19,17 @@ from partner_memory.store.contract.capabilities import (
     InspectionStore,
     ItemStore,
     KeyStore,
+    NamespaceQuery,
     RecallStore,
+    RecordQuery,
+    RecordStore,
     Resummary,
     StoredItem,
     StoredKey,
     TopicStore,
-    supports,
 )
 from partner_memory.store.contract.staged import FiledTopics, IndexedMessages, Record, Staged
-from partner_memory.testing.helpers import held, messages, rolling
-
-
-def _offers(store: MemoryStore, capability: type) -> None:
-    if not supports(store, capability):
-        pytest.skip(f"{type(store).__name__} does not offer {capability.__name__}")
+from partner_memory.testing.helpers import held, messages, offers, rolling, trim_window
 
 
 def _rolled(store: MemoryStore, namespace: str, said: Sequence[Message]) -> None:
@@ -59,7 +56,7 @@ class KeysContract:
     """`KeyStore`."""
 
     def test_keys_are_added_found_listed_and_revoked(self, store: MemoryStore) -> None:
-        _offers(store, KeyStore)
+        offers(store, KeyStore)
         assert isinstance(store, KeyStore)
         first = StoredKey("k1", "hash-1", "agent-*", "read", 10, None)
         store.add_api_key(first)
@@ -78,7 +75,7 @@ class TopicsContract:
     """`TopicStore`, fed by a follower's `FiledTopics`."""
 
     def test_topics_are_filed_counted_and_found_with_those_below(self, store: MemoryStore) -> None:
-        _offers(store, TopicStore)
+        offers(store, TopicStore)
         assert isinstance(store, TopicStore)
         store.ensure_namespace("ns", "s")
         for _ in range(3):
@@ -110,7 +107,7 @@ class RecallContract:
     """`RecallStore`, fed by a follower's `IndexedMessages`."""
 
     def test_recall_rows_follow_the_log_and_are_rebuilt(self, store: MemoryStore) -> None:
-        _offers(store, RecallStore)
+        offers(store, RecallStore)
         assert isinstance(store, RecallStore)
         store.ensure_namespace("ns", "s")
         said = [Message("user", "Kyoto in April", timestamp=5), Message("assistant", "Book")]
@@ -165,7 +162,7 @@ class RecallContract:
     def test_recall_rows_say_which_messages_only_ask(self, store: MemoryStore) -> None:
         """`RecallRow.asks`: the text ends in a question mark (Latin or CJK, spaces after
         it allowed), read from the message itself however long it is."""
-        _offers(store, RecallStore)
+        offers(store, RecallStore)
         assert isinstance(store, RecallStore)
         store.ensure_namespace("ns", "s")
         said = [
@@ -209,8 +206,10 @@ class ForgetContract:
         return said
 
     def test_forgetting_messages_blanks_them_everywhere(self, store: MemoryStore) -> None:
-        _offers(store, ForgetStore)
+        offers(store, ForgetStore)
         assert isinstance(store, ForgetStore)
+        offers(store, RecordStore)  # what the forget must drop includes records
+        assert isinstance(store, RecordStore)
         store.ensure_namespace("ns", "u1")
         said = messages(4)
         _rolled(store, "ns", said[:2])
@@ -240,7 +239,7 @@ class ForgetContract:
         assert store.read_messages("ns", "u1", 1, 2) == said[1:2]
         assert store.read_slices("ns", "u1")[0].summary == "what remains"
         assert store.load_trajectory("ns").messages == []
-        keys = {r.key for r in store.read_records("keeper", "ns")}
+        keys = {r.key for r in store.read_records("ns", RecordQuery("keeper"))}
         assert said[0].id not in keys  # drawn from the message
         assert said[1].id in keys  # by message: another message's record stays
         assert f"slice-{first_slice.id}" not in keys  # its slice held the message
@@ -263,7 +262,7 @@ class ForgetContract:
     ) -> None:
         """What was read to prepare is applied only if the log would read the same: a
         forget committed meanwhile is seen, in this round and in the next."""
-        _offers(store, ForgetStore)
+        offers(store, ForgetStore)
         assert isinstance(store, ForgetStore)
         store.ensure_namespace("ns", "u1")
         said = messages(4)
@@ -291,7 +290,7 @@ class ForgetContract:
         assert applied == [(1, ""), (2, said[1].content), (3, "")]
 
     def test_a_forget_takes_the_activation_quoting_it(self, store: MemoryStore) -> None:
-        _offers(store, ForgetStore)
+        offers(store, ForgetStore)
         assert isinstance(store, ForgetStore)
         from partner_memory.model import Activation
 
@@ -307,8 +306,10 @@ class ForgetContract:
         assert store.context_state("ns", slices=1).activation is None
 
     def test_forgetting_a_unit_or_a_namespace_deletes_them(self, store: MemoryStore) -> None:
-        _offers(store, ForgetStore)
+        offers(store, ForgetStore)
         assert isinstance(store, ForgetStore)
+        offers(store, RecordStore)  # what the forget must drop includes records
+        assert isinstance(store, RecordStore)
         store.ensure_namespace("ns", "u1")
         said = messages(2)
         _rolled(store, "ns", said)
@@ -325,7 +326,7 @@ class ForgetContract:
         assert store.unit_ids("ns") == ["u2"]
         assert [e.unit.id for e in store.read_log("ns", 0)] == ["u2"]
         assert store.stored_message_ids("ns", [m.id for m in said]) == set()
-        assert [r.key for r in store.read_records("keeper", "ns")] == [other[0].id]
+        assert [r.key for r in store.read_records("ns", RecordQuery("keeper"))] == [other[0].id]
         assert held(store.get_namespace("ns")).unit_count == 1
         with pytest.raises(NotFoundError):
             store.forget_unit("ns", "u1", at=6)
@@ -334,7 +335,7 @@ class ForgetContract:
         assert store.forget_log("ns")[0] == ("namespace", "ns", 7)
         assert ("unit", "u1", 5) in store.forget_log("ns")
         store.ensure_namespace("ns", "again")  # the name again: nothing of the old one
-        assert store.read_records("keeper", "ns") == []
+        assert store.read_records("ns", RecordQuery("keeper")) == []
         assert store.unit_ids("ns") == []
         with pytest.raises(NotFoundError):
             store.forget_namespace("ghost", at=8)
@@ -345,13 +346,15 @@ class DumpContract:
     """`DumpStore`: a namespace out and back in, every row as it was."""
 
     def test_a_dump_goes_back_in_exactly(self, store: MemoryStore) -> None:
-        _offers(store, DumpStore)
+        offers(store, DumpStore)
         assert isinstance(store, DumpStore)
+        offers(store, RecordStore)
+        assert isinstance(store, RecordStore)
         store.ensure_namespace("ns", "u1")
         said = [Message("user", "hi", timestamp=5, metadata={"k": [1, "x"]}), *messages(2)]
         _rolled(store, "ns", said)
         store.append_trajectory("ns", messages(1, "window"), last_interaction=7)
-        store.mark_idle_checked("ns", 7)
+        trim_window(store, "ns", quiet_since=7)
         _follow(store, "keeper", "ns", lambda e: [Record("k", {"seq": e.seq}, unit=e.unit.id)])
         store.record_consumer_failure("hook", "ns", durable=False, error="oops", at=3)
         if isinstance(store, ItemStore):
@@ -365,7 +368,7 @@ class DumpContract:
         store.import_namespace(dump)
         assert store.export_namespace("ns") == dump
         assert store.read_messages("ns", "u1", 0, 5) == said
-        assert [r.value for r in store.read_records("keeper", "ns")] == [{"seq": 1}]
+        assert [r.value for r in store.read_records("ns", RecordQuery("keeper"))] == [{"seq": 1}]
         if isinstance(store, ItemStore):
             assert dump.items == [("k", '{"a":1}', 1, 2, 9, 5, said[0].id)]
             assert [i.value for i in store.get_items("ns", ["k"], now=3)] == ['{"a":1}']
@@ -377,7 +380,7 @@ class InspectionContract:
     """`InspectionStore`: the figures of the inspector and `stats`."""
 
     def test_rolling_totals_sum_every_rolling(self, store: MemoryStore) -> None:
-        _offers(store, InspectionStore)
+        offers(store, InspectionStore)
         assert isinstance(store, InspectionStore)
         store.ensure_namespace("ns", "s")
         _rolled(store, "ns", messages(2))
@@ -391,7 +394,7 @@ class InspectionContract:
             store.rolling_totals("ghost")
 
     def test_namespace_overviews_search_page_and_count(self, store: MemoryStore) -> None:
-        _offers(store, InspectionStore)
+        offers(store, InspectionStore)
         assert isinstance(store, InspectionStore)
         from partner_memory import PartnerMemory
 
@@ -401,7 +404,7 @@ class InspectionContract:
                 if name == "agent-2":
                     memory.roll_now()
                     memory.record_turn("later", "ok", timestamp=1_700_000_100_000)
-        every = store.namespace_overviews(limit=10)
+        every = store.namespace_overviews(NamespaceQuery(limit=10))
         assert [o.name for o in every] == ["Agent-1", "agent-2", "bot%1", "bot_1"]
         two = every[1]
         assert (two.unit_count, two.slice_count, two.rolling_count) == (1, 1, 1)
@@ -410,16 +413,17 @@ class InspectionContract:
         assert two.last_activity is not None
         assert every[0].last_activity is not None
         assert every[0].unit_count == 0
-        assert [o.name for o in store.namespace_overviews(limit=10, search="AGENT")] == [
-            "Agent-1",
-            "agent-2",
-        ]
-        assert [o.name for o in store.namespace_overviews(limit=10, search="_")] == ["bot_1"]
-        assert [o.name for o in store.namespace_overviews(limit=10, search="%")] == ["bot%1"]
-        assert [o.name for o in store.namespace_overviews(limit=1, after="agent-2")] == ["bot%1"]
+
+        def names(query: NamespaceQuery) -> list[str]:
+            return [o.name for o in store.namespace_overviews(query)]
+
+        assert names(NamespaceQuery(10, search="AGENT")) == ["Agent-1", "agent-2"]
+        assert names(NamespaceQuery(10, search="_")) == ["bot_1"]
+        assert names(NamespaceQuery(10, search="%")) == ["bot%1"]
+        assert names(NamespaceQuery(1, after="agent-2")) == ["bot%1"]
 
     def test_rolling_history_newest_first_with_costs(self, store: MemoryStore) -> None:
-        _offers(store, InspectionStore)
+        offers(store, InspectionStore)
         assert isinstance(store, InspectionStore)
         from partner_memory import PartnerMemory
 
@@ -439,7 +443,7 @@ class HealthContract:
     """`HealthStore`: what `/metrics` reads - windows, leases and consumers' lag."""
 
     def test_health_counts_windows_leases_and_consumer_lag(self, store: MemoryStore) -> None:
-        _offers(store, HealthStore)
+        offers(store, HealthStore)
         assert isinstance(store, HealthStore)
         empty = store.store_health()
         assert empty == (0, 0, 0, 0, 0, {})

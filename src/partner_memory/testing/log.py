@@ -15,9 +15,11 @@ from partner_memory.store.contract.base import (
     FollowerPosition,
     MemoryStore,
     ReplayStep,
+    UnitQuery,
 )
+from partner_memory.store.contract.capabilities import RecordQuery, RecordStore
 from partner_memory.store.contract.staged import Record, Staged, Unrecord
-from partner_memory.testing.helpers import held, messages, rolling
+from partner_memory.testing.helpers import held, messages, offers, rolling
 
 
 def _leased(store: MemoryStore, namespace: str, holder: str = "h") -> list[Message]:
@@ -35,6 +37,14 @@ def _rolled(store: MemoryStore, namespace: str, count: int, tag: str = "m") -> l
     _leased(store, namespace)
     store.commit_rolling(namespace, rolling("h", said, drop=[m.id for m in said]))
     return said
+
+
+def _keys(store: RecordStore, query: RecordQuery) -> list[str]:
+    return [r.key for r in store.read_records("ns", query)]
+
+
+def _none(entry: LogEntry) -> Sequence[Staged]:
+    return []
 
 
 def _record_seq(entry: LogEntry) -> Sequence[Staged]:
@@ -189,7 +199,7 @@ class LogContract:
         assert [a.seq for a in answers["grouped"]] == [2, 3, None, 4, 5]
         shapes = [_shape(store, namespace) for namespace in ("in-turn", "grouped")]
         assert shapes[0] == shapes[1]
-        newest = store.list_units("grouped", limit=100)[0]
+        newest = store.list_units("grouped", UnitQuery(limit=100))[0]
         assert shapes[1][0] == ("u4", 2, 5)  # b closes u1, the quiet with nothing new skips u2
         assert (newest.id, newest.timestamp, newest.message_count) == ("u3", 6_000, 5)
         assert store.rolling_holder("grouped") is None
@@ -228,15 +238,15 @@ class LogContract:
         with pytest.raises(ConflictError, match="lease"):
             store.commit_replay("ns", "not-the-holder", [ReplayStep(said, 10)])
 
-    def test_a_follower_writes_its_records_with_its_position(self, store: MemoryStore) -> None:
+    def test_a_follower_moves_on_one_rolling_at_a_time(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "s")
         _rolled(store, "ns", 2, "a")
         _rolled(store, "ns", 2, "b")
         assert store.lagging_namespaces("indexer") == ["ns"]
-        first = LogFollower(store).round("indexer", "ns", _record_seq)
+        first = LogFollower(store).round("indexer", "ns", _none)
         assert first is not None
         assert first.seq == 1
-        assert [r.key for r in store.read_records("indexer", "ns")] == ["seq-0001"]
+        assert store.consumer_position("indexer", "ns").position == 1
         (status,) = store.consumer_status("ns")
         assert (status.name, status.durable, status.position, status.head) == (
             "indexer",
@@ -244,16 +254,14 @@ class LogContract:
             1,
             2,
         )
-        second = LogFollower(store).round("indexer", "ns", _record_seq, batch=10)
+        second = LogFollower(store).round("indexer", "ns", _none, batch=10)
         assert second is not None
         assert second.seq == 2
-        assert LogFollower(store).round("indexer", "ns", _record_seq) is None
+        assert LogFollower(store).round("indexer", "ns", _none) is None
         assert store.lagging_namespaces("indexer") == []
         assert store.lagging_namespaces("someone-new") == ["ns"]
-        (record, _) = store.read_records("indexer", "ns")
-        assert record.value == {"seq": 1, "unit": "s"}
         with pytest.raises(NotFoundError):
-            LogFollower(store).round("indexer", "ghost", _record_seq)
+            LogFollower(store).round("indexer", "ghost", _none)
 
     def test_a_consumer_advances_only_from_where_it_is_expected(self, store: MemoryStore) -> None:
         """The one conditional write: staged rows and the new position, if the consumer
@@ -264,16 +272,16 @@ class LogContract:
         at = store.consumer_position("c", "ns")
         assert at.position == 0
         first, second = store.read_log("ns", 0)
-        store.advance_consumer("c", "ns", at, [(first, _record_seq(first))])
+        store.advance_consumer("c", "ns", at, [(first, [])])
         moved = store.consumer_position("c", "ns")
         assert (moved.position, moved.generation) == (1, at.generation)
         with pytest.raises(ConflictError):  # another process got there first
-            store.advance_consumer("c", "ns", at, [(first, _record_seq(first))])
-        assert [r.key for r in store.read_records("c", "ns")] == ["seq-0001"]
+            store.advance_consumer("c", "ns", at, [(first, [])])
+        assert store.consumer_position("c", "ns") == moved
         stale = FollowerPosition(moved.position, moved.generation + 1)
         with pytest.raises(ConflictError):  # the rollings changed since they were read
-            store.advance_consumer("c", "ns", stale, [(second, _record_seq(second))])
-        store.advance_consumer("c", "ns", moved, [(second, _record_seq(second))])
+            store.advance_consumer("c", "ns", stale, [(second, [])])
+        store.advance_consumer("c", "ns", moved, [(second, [])])
         assert store.consumer_position("c", "ns").position == 2
         assert store.lagging_namespaces("c") == []
         with pytest.raises(NotFoundError):
@@ -287,11 +295,11 @@ class LogContract:
         def half(entry: LogEntry) -> Sequence[Staged]:
             if entry.seq == 2:
                 raise RuntimeError("down")
-            return _record_seq(entry)
+            return []
 
         with pytest.raises(RuntimeError):
             LogFollower(store).round("c", "ns", half, batch=2)
-        assert store.read_records("c", "ns") == []
+        assert store.consumer_position("c", "ns").position == 0
         assert store.lagging_namespaces("c") == ["ns"]
 
         def wrong(entry: LogEntry) -> Any:  # what a careless consumer returns
@@ -299,7 +307,7 @@ class LogContract:
 
         with pytest.raises(InvalidInputError, match="Record"):
             LogFollower(store).round("c", "ns", wrong)
-        assert store.read_records("c", "ns") == []
+        assert store.consumer_position("c", "ns").position == 0
 
     def test_prepare_sees_the_rollings_before_the_transaction(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "s")
@@ -311,12 +319,12 @@ class LogContract:
             store.ensure_namespace("written-while-preparing", "s")  # no lock is held
             prepared.extend(e.seq for e in entries)
 
-        last = LogFollower(store).round("c", "ns", _record_seq, batch=5, prepare=prepare)
+        last = LogFollower(store).round("c", "ns", _none, batch=5, prepare=prepare)
         assert last is not None
         assert last.seq == 2
         assert prepared == [1, 2]
-        assert len(store.read_records("c", "ns")) == 2
-        assert LogFollower(store).round("c", "ns", _record_seq, prepare=prepare) is None
+        assert store.consumer_position("c", "ns").position == 2
+        assert LogFollower(store).round("c", "ns", _none, prepare=prepare) is None
         assert prepared == [1, 2]
 
     def test_prepare_looks_ahead_of_what_is_applied(self, store: MemoryStore) -> None:
@@ -328,26 +336,62 @@ class LogContract:
         def prepare(entries: Sequence[LogEntry]) -> None:
             prepared.append([e.seq for e in entries])
 
-        last = LogFollower(store).round(
-            "c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=4
-        )
+        last = LogFollower(store).round("c", "ns", _none, batch=2, prepare=prepare, lookahead=4)
         assert last is not None
         assert last.seq == 2
-        assert [r.key for r in store.read_records("c", "ns")] == ["seq-0001", "seq-0002"]
-        last = LogFollower(store).round(
-            "c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=4
-        )
+        assert store.consumer_position("c", "ns").position == 2
+        last = LogFollower(store).round("c", "ns", _none, batch=2, prepare=prepare, lookahead=4)
         assert last is not None
         assert last.seq == 4
         # a lookahead shorter than the batch still shows the batch
-        last = LogFollower(store).round(
-            "c", "ns", _record_seq, batch=2, prepare=prepare, lookahead=1
-        )
+        last = LogFollower(store).round("c", "ns", _none, batch=2, prepare=prepare, lookahead=1)
         assert last is not None
         assert last.seq == 5
         assert prepared == [[1, 2, 3, 4], [3, 4, 5], [5]]
 
+    def test_consumer_failures_are_counted(self, store: MemoryStore) -> None:
+        store.ensure_namespace("ns", "s")
+        store.record_consumer_failure("hook", "ns", durable=False, error="first", at=5)
+        store.record_consumer_failure("hook", "ns", durable=False, error="second", at=9)
+        (status,) = store.consumer_status("ns")
+        assert (status.name, status.durable, status.failures) == ("hook", False, 2)
+        assert (status.last_error, status.last_failure_at, status.position) == ("second", 9, 0)
+        with pytest.raises(NotFoundError):
+            store.record_consumer_failure("hook", "ghost", durable=False, error="x", at=1)
+
+
+class RecordContract:
+    """`RecordStore`: a durable consumer's own records, written with its position."""
+
+    def test_records_are_written_with_the_position_or_not_at_all(self, store: MemoryStore) -> None:
+        offers(store, RecordStore)
+        assert isinstance(store, RecordStore)
+        store.ensure_namespace("ns", "s")
+        _rolled(store, "ns", 2, "a")
+        _rolled(store, "ns", 2, "b")
+        at = store.consumer_position("c", "ns")
+        first, second = store.read_log("ns", 0)
+
+        def down(entry: LogEntry) -> Sequence[Staged]:
+            raise RuntimeError("down")
+
+        with pytest.raises(RuntimeError):
+            LogFollower(store).round("c", "ns", down)
+        assert store.read_records("ns", RecordQuery("c")) == []
+        store.advance_consumer("c", "ns", at, [(first, _record_seq(first))])
+        with pytest.raises(ConflictError):  # another process got there first: nothing written
+            store.advance_consumer("c", "ns", at, [(second, _record_seq(second))])
+        (record,) = store.read_records("ns", RecordQuery("c"))
+        assert (record.key, record.value) == ("seq-0001", {"seq": 1, "unit": "s"})
+        assert LogFollower(store).round("c", "ns", _record_seq) is not None
+        assert [r.key for r in store.read_records("ns", RecordQuery("c"))] == [
+            "seq-0001",
+            "seq-0002",
+        ]
+
     def test_records_replace_delete_and_page_by_key(self, store: MemoryStore) -> None:
+        offers(store, RecordStore)
+        assert isinstance(store, RecordStore)
         store.ensure_namespace("ns", "s")
         for tag in "abc":
             _rolled(store, "ns", 1, tag)
@@ -363,23 +407,18 @@ class LogContract:
 
         while LogFollower(store).round("c", "ns", staged) is not None:
             pass
-        got = {r.key: r.value for r in store.read_records("c", "ns")}
+        got = {r.key: r.value for r in store.read_records("ns", RecordQuery("c"))}
         assert got == {"k/1": values[0], "k/3": 3, "latest": 3}
-        assert [r.key for r in store.read_records("c", "ns", prefix="k/")] == ["k/1", "k/3"]
-        assert [r.key for r in store.read_records("c", "ns", after="k/1", limit=1)] == ["k/3"]
-        assert store.read_records("other", "ns") == []
+        assert [r.key for r in store.read_records("ns", RecordQuery("c", prefix="k/"))] == [
+            "k/1",
+            "k/3",
+        ]
+        assert [
+            r.key for r in store.read_records("ns", RecordQuery("c", after="k/1", limit=1))
+        ] == ["k/3"]
+        assert store.read_records("ns", RecordQuery("other")) == []
         with pytest.raises(NotFoundError):
-            store.read_records("c", "ghost")
-
-    def test_consumer_failures_are_counted(self, store: MemoryStore) -> None:
-        store.ensure_namespace("ns", "s")
-        store.record_consumer_failure("hook", "ns", durable=False, error="first", at=5)
-        store.record_consumer_failure("hook", "ns", durable=False, error="second", at=9)
-        (status,) = store.consumer_status("ns")
-        assert (status.name, status.durable, status.failures) == ("hook", False, 2)
-        assert (status.last_error, status.last_failure_at, status.position) == ("second", 9, 0)
-        with pytest.raises(NotFoundError):
-            store.record_consumer_failure("hook", "ghost", durable=False, error="x", at=1)
+            store.read_records("ghost", RecordQuery("c"))
 
 
 def _shape(store: MemoryStore, namespace: str) -> list[object]:
@@ -395,7 +434,7 @@ def _shape(store: MemoryStore, namespace: str) -> list[object]:
             [m.id for m in store.read_messages(namespace, u.id, 0, u.message_count)],
             store.read_slices(namespace, u.id),
         )
-        for u in store.list_units(namespace, limit=100)
+        for u in store.list_units(namespace, UnitQuery(limit=100))
     ]
     log = [
         (e.seq, e.unit, e.slice, [m.id for m in e.messages], e.idle, e.rolling_size,

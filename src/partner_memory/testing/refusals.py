@@ -2,7 +2,8 @@
 
 A capability a backend lacks is named by `require` (so the interface that
 needed it says what to install or choose); the rows only a capability keeps
-(`IndexedMessages` for recall, `FiledTopics` for topics) are refused when a
+(`IndexedMessages` for recall, `FiledTopics` for topics, a consumer's own
+`Record`s) are refused when a
 consumer stages them, and the consumer's position stays where it was - never
 written nowhere while the log moves on.
 """
@@ -18,17 +19,19 @@ from partner_memory.store.contract.base import MemoryStore
 from partner_memory.store.contract.capabilities import (
     CAPABILITIES,
     RecallStore,
+    RecordStore,
     TopicStore,
     require,
     supports,
 )
-from partner_memory.store.contract.staged import FiledTopics, IndexedMessages, Staged
+from partner_memory.store.contract.staged import FiledTopics, IndexedMessages, Record, Staged
 from partner_memory.testing.helpers import messages, rolling
 
 #: Each capability row, and the capability that keeps it.
 ROWS: dict[str, tuple[type, Staged]] = {
     "IndexedMessages": (RecallStore, IndexedMessages([("user", "m-0", None)], "words")),
     "FiledTopics": (TopicStore, FiledTopics(["travel"])),
+    "Record": (RecordStore, Record("k", 1)),
 }
 
 

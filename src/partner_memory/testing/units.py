@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from partner_memory.errors import ConflictError, NotFoundError, StorageUnavailableError
 from partner_memory.model import MemorySlice, Message, NamespaceInfo
-from partner_memory.store.contract.base import MemoryStore, UnitWrite
-from partner_memory.store.contract.capabilities import InspectionStore
+from partner_memory.store.contract.base import MemoryStore, UnitQuery, UnitWrite
+from partner_memory.store.contract.capabilities import InspectionStore, NamespaceQuery
 from partner_memory.testing.helpers import held, messages
 
 #: Names whose characters mean something to a glob, to LIKE or to a regex.
@@ -117,7 +117,9 @@ class UnitContract:
         assert store.count_namespaces(matching="nobody-*") == 0
         assert store.count_namespaces() == 8
         if isinstance(store, InspectionStore):
-            overviews = store.namespace_overviews(limit=10, matching="agent-4[!2]*", search="X")
+            overviews = store.namespace_overviews(
+                NamespaceQuery(limit=10, matching="agent-4[!2]*", search="X")
+            )
             assert [o.name for o in overviews] == ["agent-41/x"]
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -195,7 +197,7 @@ class UnitContract:
         assert store.get_slice("ns", "nope", "s") is None
         assert store.unit_ids("ns") == []
         with pytest.raises(NotFoundError):
-            store.list_units("ghost", limit=10)
+            store.list_units("ghost", UnitQuery(limit=10))
 
     def test_slices_order_by_timestamp(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "u")
@@ -220,9 +222,11 @@ class UnitContract:
         for i in range(5):
             store.set_session("ns", f"u{i}")
             store.append("ns", messages(1), "s", slice_id=f"s{i}", timestamp=1000 * (i + 1))
-        assert [u.id for u in store.list_units("ns", limit=2)] == ["u4", "u3"]
-        assert [u.id for u in store.list_units("ns", limit=2, offset=2)] == ["u2", "u1"]
-        assert [u.id for u in store.list_units("ns", limit=10, since=2000, until=4000)] == [
+        assert [u.id for u in store.list_units("ns", UnitQuery(limit=2))] == ["u4", "u3"]
+        assert [u.id for u in store.list_units("ns", UnitQuery(limit=2, offset=2))] == ["u2", "u1"]
+        assert [
+            u.id for u in store.list_units("ns", UnitQuery(limit=10, since=2000, until=4000))
+        ] == [
             "u2",
             "u1",
         ]
@@ -299,9 +303,9 @@ class UnitContract:
 
         store.ensure_namespace("ns", "s")
         with pytest.raises(InvalidInputError):
-            store.list_units("ns", limit=10, offset=2**70)
+            store.list_units("ns", UnitQuery(limit=10, offset=2**70))
         with pytest.raises(InvalidInputError):
-            store.list_units("ns", limit=2**70)
+            store.list_units("ns", UnitQuery(limit=2**70))
 
     def test_unit_pages_by_offset_from_either_end_and_by_key(self, store: MemoryStore) -> None:
         """Every page equals the slice of the whole list, whether it is read from the newest
@@ -313,10 +317,10 @@ class UnitContract:
             store.set_session("ns", f"u{u:02d}")
             store.append("ns", messages(1, f"u{u}"), "s", slice_id=f"s{u}", timestamp=1000 + u // 3)
         core = MemoryCore(store, "ns", create=False)
-        everything = [u.id for u in store.list_units("ns", limit=1000)]
+        everything = [u.id for u in store.list_units("ns", UnitQuery(limit=1000))]
         assert len(everything) == 25
         for since in (None, 1003):
-            whole = [u.id for u in store.list_units("ns", limit=1000, since=since)]
+            whole = [u.id for u in store.list_units("ns", UnitQuery(limit=1000, since=since))]
             for offset in range(len(whole) + 2):
                 page = core.list_units(limit=7, offset=offset, since=since)
                 assert [u.id for u in page.units] == whole[offset : offset + 7], (since, offset)

@@ -9,7 +9,7 @@ import pytest
 from partner_memory.errors import InvalidInputError, NotFoundError
 from partner_memory.model import Message, WindowActivity
 from partner_memory.store.contract.base import MemoryStore
-from partner_memory.testing.helpers import messages
+from partner_memory.testing.helpers import messages, trim_window
 
 
 class WindowContract:
@@ -110,7 +110,7 @@ class WindowContract:
         assert state.idle_rolled_for is None
         assert store.trajectory_length("ns") == 3
         assert store.window_activity("ns") == WindowActivity(3, 20, None)
-        store.remove_trajectory("ns", [said[0].id, "not-there"])
+        trim_window(store, "ns", [said[0].id, "not-there"])
         assert store.load_trajectory("ns").messages == said[1:]
         for read in (store.load_trajectory, store.trajectory_length, store.window_activity):
             with pytest.raises(NotFoundError):
@@ -161,7 +161,7 @@ class WindowContract:
         among = ["quiet", "busy", "empty", "ghost"]
         assert store.idle_candidates(500, among) == ["quiet"]
         assert store.idle_candidates(50, among) == []
-        store.mark_idle_checked("quiet", 100)
+        trim_window(store, "quiet", quiet_since=100)
         assert store.idle_candidates(500, among) == []
         assert store.window_activity("quiet").idle_rolled_for == 100
         assert store.load_trajectory("quiet").idle_rolled_for == 100

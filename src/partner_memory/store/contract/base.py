@@ -36,7 +36,21 @@ from partner_memory.model import (
     WindowActivity,
 )
 from partner_memory.store.contract.capabilities import Capability
-from partner_memory.store.contract.staged import Staged, StoredRecord
+from partner_memory.store.contract.staged import StagedRollings
+
+
+@dataclass(frozen=True, slots=True)
+class UnitQuery:
+    """A page of a namespace's units: newest first (or oldest first), `since` inclusive
+    and `until` exclusive, in ms. `after` a unit id, those that follow it in that order
+    (keyset paging: the cost follows `limit`, where `offset` costs what it skips)."""
+
+    limit: int
+    offset: int = 0
+    since: int | None = None
+    until: int | None = None
+    after: str | None = None
+    oldest_first: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,21 +198,9 @@ class UnitStore(Protocol):
 
     def get_unit(self, namespace: str, unit_id: str) -> UnitInfo | None: ...
 
-    def list_units(
-        self,
-        namespace: str,
-        *,
-        limit: int,
-        offset: int = 0,
-        since: int | None = None,
-        until: int | None = None,
-        after: str | None = None,
-        oldest_first: bool = False,
-    ) -> list[UnitInfo]:
-        """Units newest first (or oldest first); `since` inclusive and `until` exclusive,
-        in ms. `after` a unit id, those that follow it in that order (keyset paging:
-        the cost follows `limit`, where `offset` costs what it skips).
-        Raises NotFoundError for an unknown `after`."""
+    def list_units(self, namespace: str, query: UnitQuery) -> list[UnitInfo]:
+        """The units `query` picks, in its order. Raises NotFoundError for an unknown
+        `query.after`."""
         ...
 
     def count_units(
@@ -289,8 +291,6 @@ class WindowStore(Protocol):
         """
         ...
 
-    def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None: ...
-
     def begin_rolling(
         self, namespace: str, holder: str, *, ttl_ms: int, replacing: str | None = None
     ) -> TrajectoryState | None:
@@ -314,10 +314,6 @@ class WindowStore(Protocol):
 
     def idle_candidates(self, before: int, among: Sequence[str]) -> list[str]:
         """Which of `among` are quiet since before `before` (ms), not yet rolled for it."""
-        ...
-
-    def mark_idle_checked(self, namespace: str, last_interaction: int) -> None:
-        """Record that the quiet after `last_interaction` needs no idle rolling."""
         ...
 
     def context_state(self, namespace: str, *, slices: int) -> ContextState:
@@ -371,11 +367,7 @@ class LogStore(Protocol):
         ...
 
     def advance_consumer(
-        self,
-        consumer: str,
-        namespace: str,
-        expected: FollowerPosition,
-        staged: Sequence[tuple[LogEntry, Sequence[Staged]]],
+        self, consumer: str, namespace: str, expected: FollowerPosition, staged: StagedRollings
     ) -> None:
         """In one transaction: if the consumer still stands at `expected` (its position,
         and the namespace's generation), write each rolling's staged writes
@@ -396,19 +388,6 @@ class LogStore(Protocol):
     ) -> None: ...
 
     def consumer_status(self, namespace: str) -> list[ConsumerStatus]: ...
-
-    def read_records(
-        self,
-        consumer: str,
-        namespace: str,
-        *,
-        prefix: str = "",
-        after: str | None = None,
-        limit: int = 100,
-    ) -> list[StoredRecord]:
-        """A consumer's records in the namespace by key (code-point order): those whose
-        key begins with `prefix`, after the key `after`, at most `limit`."""
-        ...
 
 
 @runtime_checkable

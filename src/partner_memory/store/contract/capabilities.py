@@ -1,8 +1,8 @@
 """Optional capabilities of a store, each a small protocol of its own.
 
 A backend implements the core layers (`store.base`); it may also keep API
-keys, topic paths, recall rows, forgets, dumps, the inspector's figures and
-the operator's health figures.
+keys, durable consumers' records, topic paths, recall rows, forgets, dumps,
+the inspector's figures and the operator's health figures.
 Each capability is detected from what the backend implements (`supports`),
 and a caller that cannot do without one asks for it (`require`), which names
 the missing capability instead of failing on an absent method later.
@@ -16,7 +16,14 @@ from enum import StrEnum
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from partner_memory.errors import ConfigurationError
-from partner_memory.model import Message, NamespaceOverview, RollingRecord, RollingTotals
+from partner_memory.model import (
+    Message,
+    NamespaceOverview,
+    RollingRecord,
+    RollingTotals,
+    check_limit,
+    check_text,
+)
 
 
 class Capability(StrEnum):
@@ -266,6 +273,41 @@ class RecallStore(Protocol):
         ...
 
 
+class StoredRecord(NamedTuple):
+    """A consumer's record as read back."""
+
+    key: str
+    value: Any
+    unit: str | None
+    slice: str | None
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordQuery:
+    """Which of a consumer's records to read: those whose key begins with `prefix`, after
+    the key `after`, at most `limit`, by key (code-point order)."""
+
+    consumer: str
+    prefix: str = ""
+    after: str | None = None
+    limit: int = 100
+
+    def __post_init__(self) -> None:
+        check_text(self.consumer, "consumer")
+        check_text(self.prefix, "prefix")
+        if self.after is not None:
+            check_text(self.after, "after")
+        check_limit(self.limit)
+
+
+@runtime_checkable
+class RecordStore(Protocol):
+    """Durable consumers' own records (`Record`, `Unrecord`), written with their position."""
+
+    def read_records(self, namespace: str, query: RecordQuery) -> list[StoredRecord]: ...
+
+
 @runtime_checkable
 class ForgetStore(Protocol):
     """Forgetting: a message's text, a unit or a namespace leaves every path, recorded."""
@@ -324,20 +366,29 @@ class DumpStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class NamespaceQuery:
+    """A page of namespaces by name: `search` keeps the names holding it (any case),
+    `matching` those a glob matches (`fnmatchcase`); `after` a name, the next `limit`."""
+
+    limit: int
+    after: str | None = None
+    search: str | None = None
+    matching: str | None = None
+
+    def __post_init__(self) -> None:
+        check_limit(self.limit)
+        for name in ("after", "search", "matching"):
+            if getattr(self, name) is not None:
+                check_text(getattr(self, name), name)
+
+
 @runtime_checkable
 class InspectionStore(Protocol):
     """The inspector's and `stats`' figures, each one query however large the memory."""
 
-    def namespace_overviews(
-        self,
-        *,
-        limit: int,
-        after: str | None = None,
-        search: str | None = None,
-        matching: str | None = None,
-    ) -> list[NamespaceOverview]:
-        """Namespaces by name with their figures; `search` keeps the names holding it
-        (any case), `matching` those a glob matches; `after` a name, the next `limit`."""
+    def namespace_overviews(self, query: NamespaceQuery) -> list[NamespaceOverview]:
+        """Namespaces by name with their figures, as `query` picks them."""
         ...
 
     def rolling_history(
@@ -378,6 +429,7 @@ C = TypeVar("C")
 #: Every optional capability, by the name errors and docs use.
 CAPABILITIES: dict[str, type[Any]] = {
     "keys": KeyStore,
+    "records": RecordStore,
     "topics": TopicStore,
     "recall rows": RecallStore,
     "forgetting": ForgetStore,
@@ -401,6 +453,7 @@ class Need(Generic[C]):
 
 KEYS: Need[KeyStore] = Need(KeyStore)
 TOPICS: Need[TopicStore] = Need(TopicStore)
+RECORDS: Need[RecordStore] = Need(RecordStore)
 RECALL_ROWS: Need[RecallStore] = Need(RecallStore)
 FORGETTING: Need[ForgetStore] = Need(ForgetStore)
 DUMPS: Need[DumpStore] = Need(DumpStore)

@@ -7,7 +7,19 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from partner_memory.model import MemorySlice, Message, UnitInfo, dump_metadata, load_metadata
+from partner_memory.model import (
+    MemorySlice,
+    Message,
+    RollingCost,
+    UnitInfo,
+    dump_metadata,
+    load_metadata,
+)
+
+#: A rolling's cost as the log keeps it (after its other columns).
+COST_COLUMNS = (
+    "summarizer, llm_calls, prompt_tokens, completion_tokens, llm_ms, pipeline_ms, fallbacks"
+)
 
 
 def unit_from_row(row: Sequence[Any]) -> UnitInfo:
@@ -22,6 +34,32 @@ def slice_from_row(row: Sequence[Any]) -> MemorySlice:
         summary=row[3],
         timestamp=row[4],
         summarizer=row[5],
+    )
+
+
+def cost_from_row(row: Sequence[Any]) -> RollingCost:
+    """A rolling's cost from `COST_COLUMNS` (its fallback reasons one a line)."""
+    return RollingCost(
+        summarizer=row[0],
+        llm_calls=int(row[1]),
+        prompt_tokens=int(row[2]),
+        completion_tokens=int(row[3]),
+        llm_ms=float(row[4]),
+        pipeline_ms=float(row[5]),
+        fallbacks=tuple(str(row[6]).splitlines()),
+    )
+
+
+def cost_params(cost: RollingCost) -> tuple[Any, ...]:
+    """A rolling's cost as the values of `COST_COLUMNS`."""
+    return (
+        cost.summarizer,
+        cost.llm_calls,
+        cost.prompt_tokens,
+        cost.completion_tokens,
+        cost.llm_ms,
+        cost.pipeline_ms,
+        "\n".join(cost.fallbacks),
     )
 
 

@@ -14,11 +14,15 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from partner_memory.errors import InvalidInputError
 from partner_memory.model import LogEntry, check_text
-from partner_memory.store.contract.capabilities import RecallStore, TopicStore
+from partner_memory.store.contract.capabilities import (
+    RecallStore,
+    RecordStore,
+    TopicStore,
+)
 
 #: Longest record key, in characters.
 MAX_RECORD_KEY_CHARS = 512
@@ -98,20 +102,10 @@ class FiledTopics:
 Staged = Record | Unrecord | IndexedMessages | FiledTopics
 
 
-class StoredRecord(NamedTuple):
-    """A consumer's record as read back."""
-
-    key: str
-    value: Any
-    unit: str | None
-    slice: str | None
-    message: str | None
-
-
 def checked(writes: object, consumer: str, store: object) -> Sequence[Staged]:
     """What `apply` returned, refused with a clear error unless it is staged writes that
-    `store` keeps: the capability rows (`IndexedMessages`, `FiledTopics`) only where the
-    store offers their capability, never dropped in silence."""
+    `store` keeps: each kind (records, recall rows, topics) only where the store offers
+    its capability, never dropped in silence."""
     if writes is None:
         return ()
     if not isinstance(writes, Sequence) or isinstance(writes, str | bytes):
@@ -132,6 +126,17 @@ def checked(writes: object, consumer: str, store: object) -> Sequence[Staged]:
                 f" {kept.__name__}, so it keeps no {type(write).__name__}"
             )
     return writes
+
+
+#: What `advance_consumer` writes: each rolling, with what its consumer staged for it.
+StagedRollings = Sequence[tuple[LogEntry, Sequence[Staged]]]
+
+
+def checked_rollings(
+    staged: StagedRollings, consumer: str, store: object
+) -> list[tuple[LogEntry, Sequence[Staged]]]:
+    """Each rolling's staged writes `checked` before a backend writes any of them."""
+    return [(entry, checked(done, consumer, store)) for entry, done in staged]
 
 
 def keeps_vectors(namespace: str, held: str | None, given: str) -> bool:
@@ -160,4 +165,9 @@ def check_rows(write: IndexedMessages, entry: LogEntry) -> None:
 
 
 #: The capability each capability row belongs to.
-_CAPABILITY_ROWS: dict[type, type] = {IndexedMessages: RecallStore, FiledTopics: TopicStore}
+_CAPABILITY_ROWS: dict[type, type] = {
+    Record: RecordStore,
+    Unrecord: RecordStore,
+    IndexedMessages: RecallStore,
+    FiledTopics: TopicStore,
+}

@@ -12,10 +12,8 @@ from fnmatch import fnmatchcase
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.model import (
     TOPIC_SEPARATOR,
-    ConsumerStatus,
     Message,
     NamespaceOverview,
-    RollingCost,
     RollingRecord,
     RollingTotals,
     check_page,
@@ -24,19 +22,22 @@ from partner_memory.model import (
 from partner_memory.store.contract.capabilities import (
     Located,
     NamespaceDump,
+    NamespaceQuery,
     RecallAnalyzer,
     RecallRow,
     RecallState,
+    RecordQuery,
     Resummary,
     StoredItem,
     StoredKey,
+    StoredRecord,
     StoreHealth,
     TopicSlice,
     asks,
 )
+from partner_memory.store.contract.derived import RECENT_FALLBACKS
 from partner_memory.store.contract.refusals import none_found
 from partner_memory.store.contract.rows import message_from_row, message_params, slice_from_row
-from partner_memory.store.contract.staged import StoredRecord
 from partner_memory.store.memory.items import forget_items
 from partner_memory.store.memory.state import (
     ConsumerRow,
@@ -52,12 +53,30 @@ from partner_memory.store.memory.state import (
 
 #: What a forgotten message's metadata says instead of what it said.
 FORGOTTEN = {"forgotten": True}
-#: How many of the latest fallback reasons `rolling_totals` returns.
-RECENT_FALLBACKS = 5
 
 
 class ExtrasMixin(MemoryBase):
     """Every optional capability of `InMemoryStore`."""
+
+    def read_records(self, namespace: str, query: RecordQuery) -> list[StoredRecord]:
+        bigint(query.limit, "limit")
+        after = query.after
+        with self._reading() as shared:
+            state = self._state(shared, namespace)
+            keys = sorted(
+                k
+                for c, k in state.records
+                if c == query.consumer
+                and k.startswith(query.prefix)
+                and (after is None or k > after)
+            )
+            return [state.records[query.consumer, k] for k in keys[: query.limit]]
+
+    # A forgotten unit's rollings leave the log, so the head is kept, not derived.
+    def log_head(self, namespace: str) -> int:
+        with self._reading() as shared:
+            found = shared.namespaces.get(namespace)
+            return 0 if found is None else found.rolling_seq
 
     # -- keys --------------------------------------------------------------------------
 
@@ -260,23 +279,17 @@ class ExtrasMixin(MemoryBase):
 
     # -- inspection ----------------------------------------------------------------------
 
-    def namespace_overviews(
-        self,
-        *,
-        limit: int,
-        after: str | None = None,
-        search: str | None = None,
-        matching: str | None = None,
-    ) -> list[NamespaceOverview]:
+    def namespace_overviews(self, query: NamespaceQuery) -> list[NamespaceOverview]:
+        matching, after, search = query.matching, query.after, (query.search or "").lower()
         with self._reading() as shared:
             names = sorted(
                 n
                 for n in shared.namespaces
                 if (matching is None or fnmatchcase(n, matching))
                 and (after is None or n > after)
-                and (not search or search.lower() in n.lower())
+                and search in n.lower()
             )
-            return [_overview(shared.namespaces[n]) for n in names[:limit]]
+            return [_overview(shared.namespaces[n]) for n in names[: query.limit]]
 
     def rolling_history(
         self, namespace: str, *, limit: int, before: int | None = None
@@ -292,7 +305,7 @@ class ExtrasMixin(MemoryBase):
                 unit_id=r.unit_id,
                 slice_id=r.slice_id,
                 messages=r.messages,
-                cost=_cost(r),
+                cost=r.cost,
             )
             for r in shown
         ]
@@ -336,24 +349,6 @@ class ExtrasMixin(MemoryBase):
             consumer_lag=lag,
         )
 
-    def consumer_status(self, namespace: str) -> list[ConsumerStatus]:
-        with self._reading() as shared:
-            found = shared.namespaces.get(namespace)
-            if found is None:
-                return []
-            return [
-                ConsumerStatus(
-                    name=c.name,
-                    durable=c.durable,
-                    position=c.position,
-                    head=found.rolling_seq,
-                    failures=c.failures,
-                    last_error=c.last_error,
-                    last_failure_at=c.last_failure_at,
-                )
-                for c in sorted(found.consumers.values(), key=lambda c: c.name)
-            ]
-
 
 def _name(row: ConsumerRow) -> str:
     return row.name
@@ -389,18 +384,6 @@ def _forget_records(
         return r.unit is not None and r.unit in units
 
     state.records = {k: r for k, r in state.records.items() if not drawn(r)}
-
-
-def _cost(r: RollingRow) -> RollingCost:
-    return RollingCost(
-        summarizer=r.summarizer,
-        llm_calls=r.llm_calls,
-        prompt_tokens=r.prompt_tokens,
-        completion_tokens=r.completion_tokens,
-        llm_ms=float(r.llm_ms),
-        pipeline_ms=float(r.pipeline_ms),
-        fallbacks=tuple(r.fallbacks.splitlines()),
-    )
 
 
 def _overview(state: NamespaceState) -> NamespaceOverview:

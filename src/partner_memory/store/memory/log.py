@@ -6,7 +6,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from partner_memory.errors import ConflictError
-from partner_memory.model import LogEntry, MemorySlice, UnitInfo
+from partner_memory.model import ConsumerStatus, LogEntry, MemorySlice, UnitInfo
 from partner_memory.store.contract.base import (
     CommittedRolling,
     FollowerPosition,
@@ -14,14 +14,13 @@ from partner_memory.store.contract.base import (
     RollingCommit,
 )
 from partner_memory.store.contract.refusals import lease_lost
-from partner_memory.store.contract.staged import Staged, StoredRecord, checked
+from partner_memory.store.contract.staged import StagedRollings, checked_rollings
 from partner_memory.store.memory.state import (
     ConsumerRow,
     MemoryBase,
     NamespaceState,
     RollingRow,
     WindowRow,
-    bigint,
     mark_idle,
     release,
 )
@@ -78,13 +77,6 @@ class LogMixin(MemoryBase):
             mark_idle(state, commit.last_interaction)
         return CommittedRolling(update=update, seq=seq)
 
-    def commit_rolling(self, namespace: str, commit: RollingCommit) -> CommittedRolling:
-        with self._changing(namespace) as state:
-            self._leased(state, commit.holder)
-            committed = self._apply_rolling(state, commit, commit.drop)
-            release(state, commit.holder)
-            return committed
-
     def commit_replay(
         self, namespace: str, holder: str, steps: Sequence[ReplayStep]
     ) -> list[CommittedRolling]:
@@ -113,11 +105,6 @@ class LogMixin(MemoryBase):
             release(state, holder)
         return committed
 
-    def log_head(self, namespace: str) -> int:
-        with self._reading() as shared:
-            found = shared.namespaces.get(namespace)
-            return 0 if found is None else found.rolling_seq
-
     def read_log(self, namespace: str, after: int, *, limit: int = 100) -> list[LogEntry]:
         with self._reading() as shared:
             return _log(self._state(shared, namespace), after, limit)
@@ -129,15 +116,11 @@ class LogMixin(MemoryBase):
             return FollowerPosition(0 if row is None else row.position, state.recall_generation)
 
     def advance_consumer(
-        self,
-        consumer: str,
-        namespace: str,
-        expected: FollowerPosition,
-        staged: Sequence[tuple[LogEntry, Sequence[Staged]]],
+        self, consumer: str, namespace: str, expected: FollowerPosition, staged: StagedRollings
     ) -> None:
-        if not staged:
+        writes = checked_rollings(staged, consumer, self)
+        if not writes:
             return
-        writes = [(entry, checked(done, consumer, self)) for entry, done in staged]
         with self._changing(namespace) as state:
             row = state.consumers.get(consumer) or ConsumerRow(consumer)
             now = FollowerPosition(row.position, state.recall_generation)
@@ -150,25 +133,6 @@ class LogMixin(MemoryBase):
                 apply_staged(state, consumer, entry, done)
             state.consumers[consumer] = replace(row, position=staged[-1][0].seq, durable=True)
 
-    def read_records(
-        self,
-        consumer: str,
-        namespace: str,
-        *,
-        prefix: str = "",
-        after: str | None = None,
-        limit: int = 100,
-    ) -> list[StoredRecord]:
-        bigint(limit, "limit")
-        with self._reading() as shared:
-            state = self._state(shared, namespace)
-            keys = sorted(
-                k
-                for c, k in state.records
-                if c == consumer and k.startswith(prefix) and (after is None or k > after)
-            )
-            return [state.records[consumer, k] for k in keys[:limit]]
-
     def record_consumer_failure(
         self, consumer: str, namespace: str, *, durable: bool, error: str, at: int
     ) -> None:
@@ -179,6 +143,24 @@ class LogMixin(MemoryBase):
             state.consumers[consumer] = replace(
                 row, failures=row.failures + 1, last_error=error, last_failure_at=at
             )
+
+    def consumer_status(self, namespace: str) -> list[ConsumerStatus]:
+        with self._reading() as shared:
+            found = shared.namespaces.get(namespace)
+            if found is None:
+                return []
+            return [
+                ConsumerStatus(
+                    name=c.name,
+                    durable=c.durable,
+                    position=c.position,
+                    head=found.rolling_seq,
+                    failures=c.failures,
+                    last_error=c.last_error,
+                    last_failure_at=c.last_failure_at,
+                )
+                for c in sorted(found.consumers.values(), key=lambda c: c.name)
+            ]
 
 
 def _log(state: NamespaceState, after: int, limit: int) -> list[LogEntry]:
@@ -204,6 +186,7 @@ def _log(state: NamespaceState, after: int, limit: int) -> list[LogEntry]:
                 idle=row.idle,
                 rolling_size=row.rolling_size,
                 retain_divisor=row.retain_divisor,
+                cost=row.cost,
             )
         )
     return entries

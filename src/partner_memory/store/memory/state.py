@@ -25,6 +25,7 @@ from partner_memory.model import (
     Activation,
     MemorySlice,
     Message,
+    RollingCost,
     UnitInfo,
     UnitUpdate,
 )
@@ -33,11 +34,11 @@ from partner_memory.store.contract.capabilities import (
     RecallRow,
     StoredItem,
     StoredKey,
+    StoredRecord,
     TopicSlice,
 )
 from partner_memory.store.contract.refusals import already_stored, refuse_repeated_ids
-from partner_memory.store.contract.rows import first_generation, message_params
-from partner_memory.store.contract.staged import StoredRecord
+from partner_memory.store.contract.rows import cost_from_row, first_generation, message_params
 
 
 @dataclass
@@ -94,6 +95,20 @@ class RollingRow:
         values = dict(zip(names, row, strict=True))
         values["idle"] = bool(values["idle"])
         return cls(**values)
+
+    @property
+    def cost(self) -> RollingCost:
+        return cost_from_row(
+            (
+                self.summarizer,
+                self.llm_calls,
+                self.prompt_tokens,
+                self.completion_tokens,
+                self.llm_ms,
+                self.pipeline_ms,
+                self.fallbacks,
+            )
+        )
 
     def as_tuple(self) -> tuple[Any, ...]:
         return (

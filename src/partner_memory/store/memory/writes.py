@@ -6,13 +6,12 @@ import json
 from collections.abc import Sequence
 
 from partner_memory.model import LogEntry
-from partner_memory.store.contract.capabilities import RecallRow, TopicSlice
+from partner_memory.store.contract.capabilities import RecallRow, StoredRecord, TopicSlice
 from partner_memory.store.contract.staged import (
     FiledTopics,
     IndexedMessages,
     Record,
     Staged,
-    StoredRecord,
     Unrecord,
     check_rows,
     keeps_vectors,

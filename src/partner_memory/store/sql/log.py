@@ -20,7 +20,6 @@ from partner_memory.model import (
     ConsumerStatus,
     LogEntry,
     MemorySlice,
-    RollingCost,
     RollingRecord,
     RollingTotals,
     UnitInfo,
@@ -32,9 +31,16 @@ from partner_memory.store.contract.base import (
     ReplayStep,
     RollingCommit,
 )
+from partner_memory.store.contract.capabilities import RecordQuery, StoredRecord
+from partner_memory.store.contract.derived import RECENT_FALLBACKS
 from partner_memory.store.contract.refusals import lease_lost
-from partner_memory.store.contract.rows import slice_from_row, stored_message
-from partner_memory.store.contract.staged import Staged, StoredRecord, checked
+from partner_memory.store.contract.rows import (
+    COST_COLUMNS,
+    cost_from_row,
+    slice_from_row,
+    stored_message,
+)
+from partner_memory.store.contract.staged import StagedRollings, checked_rollings
 from partner_memory.store.sql.base import (
     MESSAGE_COLUMNS,
     SLICE_COLUMNS,
@@ -51,12 +57,12 @@ from partner_memory.store.sql.window import (
     remove_window,
 )
 
-#: How many of the latest fallback reasons `rolling_totals` returns.
-RECENT_FALLBACKS = 5
 _S_COLUMNS = ", ".join(f"s.{c}" for c in SLICE_COLUMNS.split(", "))
+_R_COST = ", ".join(f"r.{c}" for c in COST_COLUMNS.split(", "))
+#: A log entry's columns: 7 of the rolling, its cost (7), then its slice's.
 _LOG_QUERY = f"""
     SELECT r.seq, u.unit_id, u.pk, r.idle, r.rolling_size, r.retain_divisor, r.unit_slices,
-           {_S_COLUMNS}
+           {_R_COST}, {_S_COLUMNS}
     FROM rollings r
     JOIN units u ON u.namespace_id = r.namespace_id AND u.unit_id = r.unit_id
     JOIN slices s ON s.unit_pk = u.pk AND s.slice_id = r.slice_id
@@ -190,7 +196,7 @@ class LogSql(SqlBase):
         ).fetchall()
         entries = []
         for row in rows:
-            memory_slice = slice_from_row(row[7:])
+            memory_slice = slice_from_row(row[14:])
             messages = self._run(
                 cur,
                 f"SELECT {MESSAGE_COLUMNS} FROM messages"
@@ -212,6 +218,7 @@ class LogSql(SqlBase):
                     idle=bool(row[3]),
                     rolling_size=int(row[4]),
                     retain_divisor=None if row[5] is None else int(row[5]),
+                    cost=cost_from_row(row[7:14]),
                 )
             )
         return entries
@@ -233,15 +240,11 @@ class LogSql(SqlBase):
             return FollowerPosition(int(row[0]) if row else 0, int(generation))
 
     def advance_consumer(
-        self,
-        consumer: str,
-        namespace: str,
-        expected: FollowerPosition,
-        staged: Sequence[tuple[LogEntry, Sequence[Staged]]],
+        self, consumer: str, namespace: str, expected: FollowerPosition, staged: StagedRollings
     ) -> None:
-        if not staged:
+        writes = checked_rollings(staged, consumer, self)
+        if not writes:
             return
-        writes = [(entry, checked(done, consumer, self)) for entry, done in staged]
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             self._run(
@@ -278,26 +281,19 @@ class LogSql(SqlBase):
         ).fetchone()
         return int(row[0])
 
-    def read_records(
-        self,
-        consumer: str,
-        namespace: str,
-        *,
-        prefix: str = "",
-        after: str | None = None,
-        limit: int = 100,
-    ) -> list[StoredRecord]:
+    def read_records(self, namespace: str, query: RecordQuery) -> list[StoredRecord]:
+        prefix = query.prefix
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
-            query = (
+            sql = (
                 f"SELECT {RECORD_COLUMNS} FROM consumer_records"
                 " WHERE namespace_id = ? AND consumer = ? AND substr(record_key, 1, ?) = ?"
             )
-            params: list[object] = [namespace_id, consumer, len(prefix), prefix]
-            if after is not None:
-                query += " AND record_key > ?"
-                params.append(after)
-            rows = self._run(cur, query + " ORDER BY record_key LIMIT ?", (*params, limit))
+            params: list[object] = [namespace_id, query.consumer, len(prefix), prefix]
+            if query.after is not None:
+                sql += " AND record_key > ?"
+                params.append(query.after)
+            rows = self._run(cur, sql + " ORDER BY record_key LIMIT ?", (*params, query.limit))
             return [record_from_row(r) for r in rows.fetchall()]
 
     def lagging_namespaces(self, consumer: str, *, limit: int = 1000) -> list[str]:
@@ -351,9 +347,8 @@ class LogSql(SqlBase):
         self, namespace: str, *, limit: int, before: int | None = None
     ) -> list[RollingRecord]:
         query = (
-            "SELECT seq, started_at, idle, unit_id, slice_id, messages, summarizer, llm_calls,"
-            " prompt_tokens, completion_tokens, llm_ms, pipeline_ms, fallbacks FROM rollings"
-            " WHERE namespace_id = ?"
+            f"SELECT seq, started_at, idle, unit_id, slice_id, messages, {COST_COLUMNS}"
+            " FROM rollings WHERE namespace_id = ?"
         )
         with self._transaction(write=False) as cur:
             params: list[object] = [self._namespace_id(cur, namespace)]
@@ -368,15 +363,7 @@ class LogSql(SqlBase):
                     unit_id=r[3],
                     slice_id=r[4],
                     messages=int(r[5]),
-                    cost=RollingCost(
-                        summarizer=r[6],
-                        llm_calls=int(r[7]),
-                        prompt_tokens=int(r[8]),
-                        completion_tokens=int(r[9]),
-                        llm_ms=float(r[10]),
-                        pipeline_ms=float(r[11]),
-                        fallbacks=tuple(str(r[12]).splitlines()),
-                    ),
+                    cost=cost_from_row(r[6:]),
                 )
                 for r in rows.fetchall()
             ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from partner_memory.model import LogEntry, Message, UnitUpdate
 from partner_memory.store.contract.base import RollingCommit
+from partner_memory.store.contract.rows import cost_from_row, cost_params
 
 #: Metadata values that come back from the store as the same type and value.
 _FLAT = frozenset({str, int, float, bool, type(None)})
@@ -38,4 +39,5 @@ def logged_entry(
         idle=commit.idle,
         rolling_size=commit.rolling_size,
         retain_divisor=commit.retain_divisor,
+        cost=cost_from_row(cost_params(commit.cost)),  # as the row reads back
     )

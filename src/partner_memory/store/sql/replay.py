@@ -19,6 +19,7 @@ from typing import Any
 from partner_memory.model import MemorySlice, UnitInfo, UnitUpdate
 from partner_memory.store.contract.base import CommittedRolling, RollingCommit
 from partner_memory.store.contract.refusals import already_stored, refuse_repeated_ids
+from partner_memory.store.contract.rows import COST_COLUMNS, cost_params
 from partner_memory.store.sql.base import (
     MESSAGE_ROW_COLUMNS,
     SLICE_ROW_COLUMNS,
@@ -31,9 +32,8 @@ from partner_memory.store.sql.base import (
 from partner_memory.store.sql.window import chunks, mark_idle, remove_window, units_among
 
 LOG_COLUMNS = (
-    "namespace_id, seq, unit_id, slice_id, started_at, idle, messages, summarizer, llm_calls,"
-    " prompt_tokens, completion_tokens, llm_ms, pipeline_ms, fallbacks, rolling_size,"
-    " retain_divisor, unit_slices, holder"
+    f"namespace_id, seq, unit_id, slice_id, started_at, idle, messages, {COST_COLUMNS},"
+    " rolling_size, retain_divisor, unit_slices, holder"
 )
 
 
@@ -216,7 +216,6 @@ def log_row(
     namespace_id: int, seq: int, commit: RollingCommit, unit_id: str, unit_slices: int
 ) -> tuple[Any, ...]:
     """A rolling's row in `rollings` (its log entry), as `LOG_COLUMNS` name them."""
-    cost = commit.cost
     return (
         namespace_id,
         seq,
@@ -225,13 +224,7 @@ def log_row(
         commit.timestamp,
         int(commit.idle),
         len(commit.messages),
-        cost.summarizer,
-        cost.llm_calls,
-        cost.prompt_tokens,
-        cost.completion_tokens,
-        cost.llm_ms,
-        cost.pipeline_ms,
-        "\n".join(cost.fallbacks),
+        *cost_params(commit.cost),
         commit.rolling_size,
         commit.retain_divisor,
         unit_slices,

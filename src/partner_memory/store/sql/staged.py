@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from partner_memory.model import LogEntry
+from partner_memory.store.contract.capabilities import StoredRecord
 from partner_memory.store.contract.staged import (
     FiledTopics,
     IndexedMessages,
     Record,
     Staged,
-    StoredRecord,
     Unrecord,
     check_rows,
     keeps_vectors,

@@ -19,7 +19,8 @@ from partner_memory.model import (
     UnitInfo,
     UnitUpdate,
 )
-from partner_memory.store.contract.base import UnitWrite
+from partner_memory.store.contract.base import UnitQuery, UnitWrite
+from partner_memory.store.contract.capabilities import NamespaceQuery
 from partner_memory.store.contract.refusals import unit_changed
 from partner_memory.store.contract.rows import (
     first_generation,
@@ -206,25 +207,19 @@ class SqlStore(
         with self._transaction(write=False) as cur:
             return int(self._run(cur, query, params).fetchone()[0])
 
-    def namespace_overviews(
-        self,
-        *,
-        limit: int,
-        after: str | None = None,
-        search: str | None = None,
-        matching: str | None = None,
-    ) -> list[NamespaceOverview]:
-        condition, params = self._matching(matching)
-        query = _OVERVIEW_COLUMNS + " WHERE 1 = 1" + condition
-        if after is not None:
-            query, params = query + " AND n.name > ?", [*params, after]
-        if search:
-            escaped = search.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            query += " AND LOWER(n.name) LIKE ? ESCAPE '\\'"
+    def namespace_overviews(self, query: NamespaceQuery) -> list[NamespaceOverview]:
+        condition, params = self._matching(query.matching)
+        sql = _OVERVIEW_COLUMNS + " WHERE 1 = 1" + condition
+        if query.after is not None:
+            sql, params = sql + " AND n.name > ?", [*params, query.after]
+        if query.search:
+            search = query.search.lower()
+            escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            sql += " AND LOWER(n.name) LIKE ? ESCAPE '\\'"
             params.append(f"%{escaped}%")
-        query, params = query + " ORDER BY n.name LIMIT ?", [*params, limit]
+        sql, params = sql + " ORDER BY n.name LIMIT ?", [*params, query.limit]
         with self._transaction(write=False) as cur:
-            rows = self._run(cur, query, params).fetchall()
+            rows = self._run(cur, sql, params).fetchall()
         return [
             NamespaceOverview(
                 name=r[0],
@@ -304,20 +299,11 @@ class SqlStore(
             ).fetchone()
         return None if row is None else unit_from_row(row)
 
-    def list_units(
-        self,
-        namespace: str,
-        *,
-        limit: int,
-        offset: int = 0,
-        since: int | None = None,
-        until: int | None = None,
-        after: str | None = None,
-        oldest_first: bool = False,
-    ) -> list[UnitInfo]:
-        clauses, params = _time_filter(since, until)
-        older = ">" if oldest_first else "<"
-        order = "ASC" if oldest_first else "DESC"
+    def list_units(self, namespace: str, query: UnitQuery) -> list[UnitInfo]:
+        clauses, params = _time_filter(query.since, query.until)
+        older = ">" if query.oldest_first else "<"
+        order = "ASC" if query.oldest_first else "DESC"
+        after = query.after
         with self._transaction(write=False) as cur:
             namespace_id = self._namespace_id(cur, namespace)
             if after is not None:
@@ -336,7 +322,7 @@ class SqlStore(
                 + " WHERE namespace_id = ?"
                 + clauses
                 + f" ORDER BY timestamp {order}, pk {order} LIMIT ? OFFSET ?",
-                (namespace_id, *params, limit, offset),
+                (namespace_id, *params, query.limit, query.offset),
             ).fetchall()
         return [unit_from_row(r) for r in rows]
 

@@ -242,12 +242,6 @@ class WindowSql(SqlBase):
                 self._messages_among(cur, [message_id], "m.message_id", _BY_NAME, namespace)
             )
 
-    def remove_trajectory(self, namespace: str, message_ids: Sequence[str]) -> None:
-        with self._transaction(write=True) as cur:
-            namespace_id = self._namespace_id(cur, namespace)
-            remove_window(self, cur, namespace_id, message_ids)
-        self._window_trimmed(len(message_ids))
-
     def find_messages(self, namespace: str, message_ids: Sequence[str]) -> dict[str, Message]:
         columns = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
         with self._transaction(write=False) as cur:
@@ -329,11 +323,6 @@ class WindowSql(SqlBase):
                 ).fetchall()
                 found += (str(r[0]) for r in rows)
         return found
-
-    def mark_idle_checked(self, namespace: str, last_interaction: int) -> None:
-        with self._transaction(write=True) as cur:
-            namespace_id = self._namespace_id(cur, namespace)
-            mark_idle(self, cur, namespace_id, last_interaction)
 
 
 def insert_trajectory(

@@ -28,6 +28,7 @@ from bench_http import free_port, start  # same folder: the scripts share helper
 from bench_scale import START, build, texts
 from partner_memory.model import MemorySlice, Message, new_id
 from partner_memory.store import UnitWrite, open_store
+from partner_memory.store.contract.base import BulkWrite
 
 CHROMIUM = "/usr/bin/chromium"
 BIG = "big"
@@ -51,7 +52,7 @@ def build_database(database: str, namespaces: int, messages: int) -> tuple[str, 
             for s in range(0, messages, SLICE)
         ]
         unit = UnitWrite(new_id(), START + messages * 30_000, 0, batch, slices)
-        store.write_units(BIG, unit.id, [unit])
+        store.write_units(BIG, BulkWrite(unit.id, [unit]))
         return unit.id, slices[0].id
     finally:
         store.close()

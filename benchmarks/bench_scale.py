@@ -40,6 +40,7 @@ from partner_memory import Message, PartnerMemory
 from partner_memory.ingest import read_transcript
 from partner_memory.model import MemorySlice, new_id
 from partner_memory.store import MemoryStore, UnitWrite, open_store
+from partner_memory.store.contract.base import BulkWrite
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT_MESSAGES, UNIT_SLICES = 100, 5
@@ -78,7 +79,7 @@ def build(store: MemoryStore, namespace: str, count: int, corpus: list[tuple[str
         units.append(UnitWrite(new_id(), at + n * 30_000, 0, batch, slices))
         done += n
         if len(units) == 200 or done >= count:
-            store.write_units(namespace, units[-1].id, units)
+            store.write_units(namespace, BulkWrite(units[-1].id, units))
             units = []
 
 

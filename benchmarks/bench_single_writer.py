@@ -37,6 +37,7 @@ from pathlib import Path
 from partner_memory import MemoryService, Message, RollingSettings, markers, open_store
 from partner_memory.recall.indexer import RecallIndexer
 from partner_memory.rolling.consumers import DurableConsumer
+from partner_memory.store.contract.base import AppendOptions
 from partner_memory.trajectory import structured_ids
 from writers import SYSTEMS, Ours, Shared, System, Turn, answer, question, writer_threads
 
@@ -98,10 +99,12 @@ class StoreAppend(Ours):
             store.append_trajectory(
                 namespace,
                 messages,
-                last_interaction=now,
-                structured=structured_ids(messages),
-                drop_structured=True,
-                fresh_ids=True,
+                AppendOptions(
+                    last_interaction=now,
+                    structured=structured_ids(messages),
+                    drop_structured=True,
+                    fresh_ids=True,
+                ),
             )
 
         return turn, lambda: None

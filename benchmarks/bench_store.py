@@ -33,6 +33,7 @@ from urllib.parse import quote
 from partner_memory.core import MemoryCore
 from partner_memory.model import MemorySlice, Message
 from partner_memory.store import UnitWrite, open_store
+from partner_memory.store.contract.base import BulkWrite
 
 BATCH = 10
 BODY = (
@@ -75,7 +76,8 @@ def partner_memory(database: str, size: int) -> tuple[Callable[[int], None], Cal
     session = core.memory_session_id
     prefill = [Message(role="user", content=text(i)) for i in range(size)]
     store.write_units(
-        namespace, session, [UnitWrite(session, 1, 0, prefill, [MemorySlice("s", 0, size, "", 1)])]
+        namespace,
+        BulkWrite(session, [UnitWrite(session, 1, 0, prefill, [MemorySlice("s", 0, size, "", 1)])]),
     )
 
     def op(i: int) -> None:
@@ -166,7 +168,7 @@ def slice_read(database: str, size: int, reps: int) -> Timing:
     session = core.memory_session_id
     prefill = [Message(role="user", content=text(i)) for i in range(size)]
     slices = [MemorySlice(f"s{k}", k, k + BATCH, "", 1) for k in range(0, size, BATCH)]
-    store.write_units(namespace, session, [UnitWrite(session, 1, 0, prefill, slices)])
+    store.write_units(namespace, BulkWrite(session, [UnitWrite(session, 1, 0, prefill, slices)]))
     step = max(1, len(slices) // reps)
     timing = measure(
         lambda i: core.read_slice_messages(session, slices[(i * step) % len(slices)].id), reps
@@ -190,7 +192,7 @@ def namespace_open(database: str, units: int, reps: int) -> tuple[Timing, Timing
         )
         for u in range(units)
     ]
-    store.write_units(namespace, core.memory_session_id, writes)
+    store.write_units(namespace, BulkWrite(core.memory_session_id, writes))
     warm = measure(lambda _: MemoryCore(store, namespace, create=False).list_units(limit=20), reps)
     store.close()
 

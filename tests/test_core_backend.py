@@ -12,6 +12,7 @@ from pathlib import Path
 
 from partner_memory.memory import PartnerMemory
 from partner_memory.model import RollingCost
+from partner_memory.store.contract.base import AppendOptions
 from partner_memory.store.contract.derived import ESSENTIAL, DerivedVerbs
 from partner_memory.store.memory.core import InMemoryCore
 from partner_memory.testing import report
@@ -90,7 +91,7 @@ def test_the_log_carries_each_rollings_cost() -> None:
     store = InMemoryCore()
     store.ensure_namespace("ns", "s")
     said = messages(2)
-    store.append_trajectory("ns", said, last_interaction=1)
+    store.append_trajectory("ns", said, AppendOptions(last_interaction=1))
     assert store.begin_rolling("ns", "h", ttl_ms=60_000) is not None
     store.commit_rolling("ns", rolling("h", said, drop=[m.id for m in said]))
     (entry,) = store.read_log("ns", 0)

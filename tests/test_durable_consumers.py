@@ -28,6 +28,7 @@ from partner_memory import (
 from partner_memory.rolling.consumers import PreparedWork, PreparingConsumer
 from partner_memory.rolling.follow import LogFollower
 from partner_memory.store import MemoryStore, Staged
+from partner_memory.store.contract.base import AppendOptions
 from partner_memory.store.contract.capabilities import RecordQuery
 from partner_memory.store.sql.log import LogSql
 from partner_memory.testing.helpers import messages, rolling
@@ -313,7 +314,7 @@ def test_a_follower_takes_what_its_process_committed_without_reading_it_back(
     rounds = LogFollower(store)
     tagged = Message("user", "tagged", metadata={"tags": ("a", "b")})
     for said in (messages(2, "a"), [tagged], messages(2, "b")):
-        store.append_trajectory("ns", said, last_interaction=1_000)
+        store.append_trajectory("ns", said, AppendOptions(last_interaction=1_000))
         assert store.begin_rolling("ns", "h", ttl_ms=60_000) is not None
         done = store.commit_rolling("ns", rolling("h", said, drop=[m.id for m in said]))
         rounds.committed("ns", [done])

@@ -13,6 +13,7 @@ import pytest
 
 from partner_memory.errors import ConfigurationError, StorageUnavailableError
 from partner_memory.store import open_store
+from partner_memory.store.contract.base import AppendOptions
 from partner_memory.store.postgres.store import PostgresStore, redact
 from partner_memory.testing.helpers import trim_window
 from tests.tcp_proxy import TcpProxy
@@ -138,7 +139,7 @@ def test_refused_writes_leave_the_connection_usable(pg_url: str) -> None:
     try:
         for round_ in range(12):
             with pytest.raises(NotFoundError):
-                store.append_trajectory("nope", messages(1), last_interaction=round_)
+                store.append_trajectory("nope", messages(1), AppendOptions(last_interaction=round_))
             turn = memory.record_turn(f"question {round_}", "answer")
             with pytest.raises(InvalidInputError):
                 store.append_trajectory("ns", [turn.user])

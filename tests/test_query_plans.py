@@ -19,7 +19,7 @@ import pytest
 
 from partner_memory.model import Message
 from partner_memory.store import MemoryStore
-from partner_memory.store.contract.base import UnitQuery
+from partner_memory.store.contract.base import AppendOptions, NewSlice, UnitQuery
 from partner_memory.store.sql.base import SqlBase
 from tests.helpers import messages
 
@@ -39,8 +39,8 @@ def filled(sql_store: MemoryStore) -> MemoryStore:
             for s in range(SLICES):
                 batch = messages(PER_SLICE, f"{ns}-{u}-{s}")
                 stamp = 1_700_000_000_000 + (u * SLICES + s) * 1000
-                store.append(ns, batch, f"summary {s}", slice_id=f"s{u}-{s}", timestamp=stamp)
-        store.append_trajectory(ns, messages(30, f"{ns}-window"), last_interaction=5)
+                store.append(ns, batch, NewSlice(f"s{u}-{s}", f"summary {s}", stamp))
+        store.append_trajectory(ns, messages(30, f"{ns}-window"), AppendOptions(last_interaction=5))
     return store
 
 
@@ -98,7 +98,9 @@ HOT: dict[str, tuple[Callable[[MemoryStore], object], str]] = {
     "window activity": (lambda s: s.window_activity("ns-1"), "trajectory"),
     "the window": (lambda s: s.load_trajectory("ns-1"), "trajectory"),
     "record into the window": (
-        lambda s: s.append_trajectory("ns-1", [Message("user", "new")], last_interaction=9),
+        lambda s: s.append_trajectory(
+            "ns-1", [Message("user", "new")], AppendOptions(last_interaction=9)
+        ),
         "by_key",
     ),
     "rolling log": (lambda s: s.read_log("ns-1", 0, limit=5), "rollings"),

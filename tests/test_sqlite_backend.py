@@ -10,6 +10,7 @@ import pytest
 
 from partner_memory.errors import ConfigurationError, StorageUnavailableError
 from partner_memory.store import open_store
+from partner_memory.store.contract.base import NewSlice
 from partner_memory.store.sql.verbs import MIGRATIONS, SCHEMA_TABLE
 from partner_memory.store.sqlite import SQLiteStore
 from tests.helpers import messages
@@ -26,7 +27,7 @@ def test_readers_proceed_while_a_writer_holds_the_lock(
     sqlite_store: SQLiteStore, sqlite_path: Path
 ) -> None:
     sqlite_store.ensure_namespace("ns", "u")
-    sqlite_store.append("ns", messages(2), "a", slice_id="a", timestamp=1)
+    sqlite_store.append("ns", messages(2), NewSlice("a", "a", 1))
     writer = sqlite3.connect(sqlite_path, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")
     writer.execute("UPDATE units SET message_count = 99")
@@ -46,7 +47,7 @@ def test_locked_database_is_reported_and_unchanged(sqlite_path: Path) -> None:
     blocker.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(StorageUnavailableError, match="locked"):
-            store.append("ns", messages(1), "x", slice_id="x", timestamp=1)
+            store.append("ns", messages(1), NewSlice("x", "x", 1))
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
@@ -78,7 +79,7 @@ def test_a_new_file_being_written_elsewhere_is_waited_for(tmp_path: Path) -> Non
         timer.join()
     assert released.is_set()
     store.ensure_namespace("ns", "u")
-    store.append("ns", messages(1), "x", slice_id="x", timestamp=1)
+    store.append("ns", messages(1), NewSlice("x", "x", 1))
     unit = store.get_unit("ns", "u")
     assert unit is not None
     assert unit.message_count == 1

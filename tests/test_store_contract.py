@@ -8,6 +8,7 @@ import pytest
 
 from partner_memory.model import MemorySlice
 from partner_memory.store import MemoryStore, open_store, supports
+from partner_memory.store.contract.base import NewSlice
 from partner_memory.store.contract.capabilities import CAPABILITIES
 from partner_memory.testing import StoreContract
 from partner_memory.testing.report import verbs
@@ -26,7 +27,7 @@ def test_every_backend_offers_every_capability(store: MemoryStore) -> None:
 def test_data_survives_reopen(store_url: str) -> None:
     first = open_store(store_url)
     first.ensure_namespace("ns", "u")
-    first.append("ns", messages(3), "kept", slice_id="s", timestamp=1)
+    first.append("ns", messages(3), NewSlice("s", "kept", 1))
     first.close()
     second = open_store(store_url)
     try:

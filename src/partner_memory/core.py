@@ -29,7 +29,7 @@ from partner_memory.model import (
 )
 from partner_memory.provenance import SliceReading, provenance
 from partner_memory.settings import DEFAULT_NAMESPACE
-from partner_memory.store.contract.base import MemoryStore, UnitQuery
+from partner_memory.store.contract.base import MemoryStore, NewSlice, UnitQuery
 from partner_memory.store.contract.capabilities import (
     INSPECTION,
     ForgetStore,
@@ -120,14 +120,9 @@ class MemoryCore:
         batch = check_messages(messages)
         check_text(summary, "summary")
         with self._lock:
-            return self._store.append(
-                self._namespace,
-                batch,
-                summary,
-                slice_id=new_id(),
-                timestamp=self._clock() if timestamp is None else timestamp,
-                summarizer=summarizer,
-            )
+            at = self._clock() if timestamp is None else timestamp
+            new = NewSlice(new_id(), summary, at, summarizer)
+            return self._store.append(self._namespace, batch, new)
 
     # -- lookups (R7): unknown ids raise NotFoundError, nothing is created -------
 

@@ -19,6 +19,7 @@ from partner_memory.store.contract.capabilities import (
     FORGETTING,
     ForgetStore,
     Located,
+    MessagesForget,
     Resummary,
     require,
 )
@@ -54,9 +55,8 @@ class Forgetting:
             check_text(given, "message id")
         forgets = self._forgets
         located = forgets.locate_messages(namespace, ids)
-        return forgets.forget_messages(
-            namespace, ids, self._resummaries(namespace, located), at=self._clock()
-        )
+        resummaries = self._resummaries(namespace, located)
+        return forgets.forget_messages(namespace, MessagesForget(ids, resummaries, self._clock()))
 
     def slice(self, namespace: str, unit_id: str, slice_id: str) -> int:
         found = self._store.get_slice(namespace, unit_id, slice_id)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Unpack
 
 from opentelemetry.trace import Span
@@ -323,10 +322,5 @@ class PartnerMemory:
     def __enter__(self) -> PartnerMemory:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, NamedTuple, Protocol, Self, TypedDict, Unpack
 
 from opentelemetry.trace import Span
@@ -465,10 +464,5 @@ class MemoryRuntime:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

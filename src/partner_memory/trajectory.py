@@ -22,7 +22,7 @@ from partner_memory.model import (
     check_timestamp,
 )
 from partner_memory.requests import TurnInput, TurnOptions
-from partner_memory.store.contract.base import MemoryStore, WindowAppend
+from partner_memory.store.contract.base import AppendOptions, MemoryStore, WindowAppend
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +91,9 @@ class Trajectory:
             metadata=dict(turn.metadata),
         )
         assistant = Message(role="assistant", content=assistant_content, timestamp=now)
-        appended = self._store.append_trajectory(
-            self._namespace,
-            [user, assistant],
-            last_interaction=now,
-            structured=structured_ids([user, assistant]),
-            drop_structured=True,
-            fresh_ids=True,
-        )
+        pair = [user, assistant]
+        how = AppendOptions(now, structured_ids(pair), drop_structured=True, fresh_ids=True)
+        appended = self._store.append_trajectory(self._namespace, pair, how)
         return Turn(user=user, assistant=assistant, replied=replied), appended
 
     def record(
@@ -111,9 +106,8 @@ class Trajectory:
         batch = check_messages(messages)
         if interaction is not None:
             check_timestamp(interaction, "interaction")
-        return self._store.append_trajectory(
-            self._namespace, batch, last_interaction=interaction, structured=structured_ids(batch)
-        )
+        how = AppendOptions(interaction, structured_ids(batch))
+        return self._store.append_trajectory(self._namespace, batch, how)
 
 
 def dropped_ids(snapshot: Sequence[Message], retain_divisor: int | None) -> list[str]:

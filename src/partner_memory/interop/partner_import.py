@@ -24,7 +24,7 @@ from partner_memory.model import MemoryUnit, Message, Record, check_namespace
 from partner_memory.recall.analyze import default_analysis
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.rolling.increment import by_content, resolve_increment
-from partner_memory.store.contract.base import MemoryStore, UnitWrite
+from partner_memory.store.contract.base import BulkWrite, MemoryStore, UnitWrite
 from partner_memory.store.contract.capabilities import RecallStore
 
 
@@ -134,7 +134,9 @@ def import_partner_state(
         or current is None
         or current.memory_session_id != state.memory_session_id
     ):
-        store.write_units(namespace, state.memory_session_id, writes, trajectory=trajectory)
+        store.write_units(
+            namespace, BulkWrite(state.memory_session_id, writes, trajectory=trajectory)
+        )
         if writes and isinstance(store, RecallStore):  # units written without a rolling:
             store.reindex_recall(namespace, RECALL_CONSUMER, default_analysis())  # indexed here
     return report

@@ -11,7 +11,7 @@ import pytest
 from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from partner_memory.model import LogEntry, MemorySlice, Message
 from partner_memory.rolling.follow import Apply, LogFollower
-from partner_memory.store.contract.base import MemoryStore, UnitWrite
+from partner_memory.store.contract.base import AppendOptions, BulkWrite, MemoryStore, UnitWrite
 from partner_memory.store.contract.capabilities import (
     DumpStore,
     ForgetStore,
@@ -19,6 +19,7 @@ from partner_memory.store.contract.capabilities import (
     InspectionStore,
     ItemStore,
     KeyStore,
+    MessagesForget,
     NamespaceQuery,
     RecallStore,
     RecordQuery,
@@ -33,7 +34,7 @@ from partner_memory.testing.helpers import held, messages, offers, rolling, trim
 
 
 def _rolled(store: MemoryStore, namespace: str, said: Sequence[Message]) -> None:
-    store.append_trajectory(namespace, said, last_interaction=1_000)
+    store.append_trajectory(namespace, said, AppendOptions(last_interaction=1_000))
     assert store.begin_rolling(namespace, "h", ttl_ms=60_000) is not None
     store.commit_rolling(namespace, rolling("h", said, drop=[m.id for m in said]))
 
@@ -192,16 +193,18 @@ class ForgetContract:
         said = messages(4)
         store.write_units(
             "ns",
-            "u1",
-            [
-                UnitWrite(
-                    "u1",
-                    5,
-                    0,
-                    said,
-                    [MemorySlice("s1", 0, 2, "first", 5), MemorySlice("s2", 2, 4, "second", 6)],
-                )
-            ],
+            BulkWrite(
+                "u1",
+                [
+                    UnitWrite(
+                        "u1",
+                        5,
+                        0,
+                        said,
+                        [MemorySlice("s1", 0, 2, "first", 5), MemorySlice("s2", 2, 4, "second", 6)],
+                    )
+                ],
+            ),
         )
         return said
 
@@ -215,7 +218,7 @@ class ForgetContract:
         _rolled(store, "ns", said[:2])
         _rolled(store, "ns", said[2:])
         window = messages(1, "window")
-        store.append_trajectory("ns", window, last_interaction=9)
+        store.append_trajectory("ns", window, AppendOptions(last_interaction=9))
 
         def keep(entry: LogEntry) -> Sequence[Staged]:
             unit, held = entry.unit.id, entry.slice.id
@@ -232,7 +235,9 @@ class ForgetContract:
         located = store.locate_messages("ns", [said[0].id, "nope", window[0].id])
         assert [(p.message_id, p.unit_id, p.position) for p in located] == [(said[0].id, "u1", 0)]
         change = Resummary("u1", first_slice.id, "what remains", "test")
-        found = store.forget_messages("ns", [said[0].id, window[0].id], [change], at=50)
+        found = store.forget_messages(
+            "ns", MessagesForget([said[0].id, window[0].id], [change], 50)
+        )
         assert found == 2
         gone = store.read_messages("ns", "u1", 0, 1)[0]
         assert (gone.id, gone.content, gone.metadata) == (said[0].id, "", {"forgotten": True})
@@ -254,7 +259,7 @@ class ForgetContract:
         assert store.forgotten_messages("ns", asked) == {window[0].id, said[0].id}
         assert store.forgotten_messages("other", asked) == set()
         with pytest.raises(NotFoundError):
-            store.forget_messages("ns", ["nope"], [], at=60)
+            store.forget_messages("ns", MessagesForget(["nope"], [], 60))
 
     @pytest.mark.parametrize("lookahead", [None, 4])
     def test_a_forget_while_a_consumer_prepares_is_what_it_applies(
@@ -274,7 +279,7 @@ class ForgetContract:
         def prepare(entries: Sequence[LogEntry]) -> None:
             doomed = [m.id for e in entries for m in e.messages if m.id in (said[0].id, said[2].id)]
             if doomed:
-                store.forget_messages("ns", doomed[:1], [], at=7)
+                store.forget_messages("ns", MessagesForget(doomed[:1], [], 7))
 
         def apply(entry: LogEntry) -> Sequence[Staged]:
             applied.extend((entry.seq, m.content) for m in entry.messages)
@@ -297,9 +302,9 @@ class ForgetContract:
         said = self._remembered(store)
         held = Activation(7, "full", None, None, (said[0].id,), ())
         store.set_activation("ns", held)
-        store.forget_messages("ns", [said[1].id], [], at=9)  # not quoted: it stays
+        store.forget_messages("ns", MessagesForget([said[1].id], [], 9))  # not quoted: it stays
         assert store.context_state("ns", slices=1).activation == held
-        store.forget_messages("ns", [said[0].id], [], at=9)
+        store.forget_messages("ns", MessagesForget([said[0].id], [], 9))
         assert store.context_state("ns", slices=1).activation is None
         store.set_activation("ns", Activation(8, "full", None, None, (), (("u1", "s2"),)))
         store.forget_unit("ns", "u1", at=10)
@@ -353,7 +358,7 @@ class DumpContract:
         store.ensure_namespace("ns", "u1")
         said = [Message("user", "hi", timestamp=5, metadata={"k": [1, "x"]}), *messages(2)]
         _rolled(store, "ns", said)
-        store.append_trajectory("ns", messages(1, "window"), last_interaction=7)
+        store.append_trajectory("ns", messages(1, "window"), AppendOptions(last_interaction=7))
         trim_window(store, "ns", quiet_since=7)
         _follow(store, "keeper", "ns", lambda e: [Record("k", {"seq": e.seq}, unit=e.unit.id)])
         store.record_consumer_failure("hook", "ns", durable=False, error="oops", at=3)
@@ -452,8 +457,8 @@ class HealthContract:
         _rolled(store, "a", messages(2))
         _rolled(store, "a", messages(2))
         _rolled(store, "b", messages(1))
-        store.append_trajectory("c", messages(3), last_interaction=1_000)
-        store.append_trajectory("d", messages(5), last_interaction=1_000)
+        store.append_trajectory("c", messages(3), AppendOptions(last_interaction=1_000))
+        store.append_trajectory("d", messages(5), AppendOptions(last_interaction=1_000))
         assert store.begin_rolling("c", "alive", ttl_ms=600_000) is not None
         assert store.begin_rolling("d", "dead", ttl_ms=1) is not None
         time.sleep(0.05)  # the second lease lapses

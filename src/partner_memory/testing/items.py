@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 from partner_memory.errors import InvalidInputError
-from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.base import AppendOptions, MemoryStore
 from partner_memory.store.contract.capabilities import (
     FORGETTING,
     ITEMS,
     ForgetStore,
     ItemStore,
+    MessagesForget,
     StoredItem,
     supports,
 )
@@ -124,12 +125,12 @@ class ItemsContract:
         assert isinstance(store, ForgetStore)
         store.ensure_namespace("ns/", "u1")
         said = messages(3)
-        store.append_trajectory("ns/", said, last_interaction=1)
+        store.append_trajectory("ns/", said, AppendOptions(last_interaction=1))
         for message in said:
             items.put_item(_item("ns/", f"key-{message.id}", message_id=message.id))
         items.put_item(_item("ns/", "unindexed"))
         items.put_item(_item("other/", "same-message", message_id=said[0].id))
-        store.forget_messages("ns/", [said[0].id], [], at=5)
+        store.forget_messages("ns/", MessagesForget([said[0].id], [], 5))
         keys = [f"key-{m.id}" for m in said] + ["unindexed"]
         assert len(items.get_items("ns/", keys, now=6)) == 3
         assert len(items.get_items("other/", ["same-message"], now=6)) == 1

@@ -11,6 +11,7 @@ from partner_memory.errors import ConflictError, InvalidInputError, NotFoundErro
 from partner_memory.model import LogEntry, Message
 from partner_memory.rolling.follow import LogFollower
 from partner_memory.store.contract.base import (
+    AppendOptions,
     CommittedRolling,
     FollowerPosition,
     MemoryStore,
@@ -33,7 +34,7 @@ def _rolled(store: MemoryStore, namespace: str, count: int, tag: str = "m") -> l
     """`count` messages recorded, then rolled into a slice of their own (kept out of the
     window), as a count rolling would."""
     said = messages(count, tag)
-    store.append_trajectory(namespace, said, last_interaction=1_000)
+    store.append_trajectory(namespace, said, AppendOptions(last_interaction=1_000))
     _leased(store, namespace)
     store.commit_rolling(namespace, rolling("h", said, drop=[m.id for m in said]))
     return said
@@ -57,7 +58,7 @@ class LogContract:
     def test_a_rolling_stores_logs_trims_and_releases_at_once(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "session-1")
         said = messages(4)
-        store.append_trajectory("ns", said, last_interaction=1_000)
+        store.append_trajectory("ns", said, AppendOptions(last_interaction=1_000))
         window = _leased(store, "ns")
         commit = rolling("h", window[:3], drop=[m.id for m in window[:2]], timestamp=2_000)
         done = store.commit_rolling("ns", commit)
@@ -88,7 +89,7 @@ class LogContract:
     def test_a_rolling_without_the_lease_writes_nothing(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "s")
         said = messages(2)
-        store.append_trajectory("ns", said, last_interaction=1)
+        store.append_trajectory("ns", said, AppendOptions(last_interaction=1))
         with pytest.raises(ConflictError, match="lease"):
             store.commit_rolling("ns", rolling("nobody", said, drop=[m.id for m in said]))
         _leased(store, "ns", "a")
@@ -103,7 +104,7 @@ class LogContract:
         store.ensure_namespace("ns", "s")
         first = _rolled(store, "ns", 2)
         later = messages(2, "later")
-        store.append_trajectory("ns", later, last_interaction=2_000)
+        store.append_trajectory("ns", later, AppendOptions(last_interaction=2_000))
         _leased(store, "ns")
         again = rolling("h", [*later, first[0]], drop=[m.id for m in later])
         with pytest.raises(ConflictError, match=first[0].id):
@@ -115,7 +116,7 @@ class LogContract:
     def test_an_idle_rolling_marks_the_quiet_and_opens_a_session(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "first")
         said = messages(2)
-        store.append_trajectory("ns", said, last_interaction=1_000)
+        store.append_trajectory("ns", said, AppendOptions(last_interaction=1_000))
         _leased(store, "ns")
         commit = rolling(
             "h",
@@ -138,7 +139,7 @@ class LogContract:
     def test_an_empty_increment_trims_without_logging(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "s")
         said = messages(2)
-        store.append_trajectory("ns", said, last_interaction=1)
+        store.append_trajectory("ns", said, AppendOptions(last_interaction=1))
         _leased(store, "ns")
         done = store.commit_rolling("ns", rolling("h", [], drop=[said[0].id]))
         assert (done.update, done.seq) == (None, None)
@@ -183,7 +184,7 @@ class LogContract:
         answers: dict[str, list[CommittedRolling]] = {}
         for namespace in ("in-turn", "grouped"):
             store.ensure_namespace(namespace, "u1")
-            store.append_trajectory(namespace, before, last_interaction=1_000)
+            store.append_trajectory(namespace, before, AppendOptions(last_interaction=1_000))
             _leased(store, namespace)
             store.commit_rolling(namespace, rolling("h", before, slice_id="s-0"))
             if namespace == "in-turn":

@@ -15,7 +15,7 @@ import pytest
 from partner_memory.errors import ConfigurationError, InvalidInputError
 from partner_memory.model import LogEntry
 from partner_memory.rolling.follow import LogFollower
-from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.base import AppendOptions, MemoryStore
 from partner_memory.store.contract.capabilities import (
     CAPABILITIES,
     RecallStore,
@@ -55,7 +55,7 @@ class RefusalContract:
             pytest.skip(f"{type(store).__name__} keeps {row} ({capability.__name__})")
         said = messages(1)
         store.ensure_namespace("ns", "session-1")
-        store.append_trajectory("ns", said, last_interaction=1_000)
+        store.append_trajectory("ns", said, AppendOptions(last_interaction=1_000))
         assert store.begin_rolling("ns", "h", ttl_ms=60_000) is not None
         store.commit_rolling("ns", rolling("h", said, drop=[m.id for m in said]))
 

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from partner_memory.errors import ConflictError, NotFoundError, StorageUnavailableError
 from partner_memory.model import MemorySlice, Message, NamespaceInfo
-from partner_memory.store.contract.base import MemoryStore, UnitQuery, UnitWrite
+from partner_memory.store.contract.base import (
+    BulkWrite,
+    MemoryStore,
+    NewSlice,
+    UnitQuery,
+    UnitWrite,
+)
 from partner_memory.store.contract.capabilities import InspectionStore, NamespaceQuery
 from partner_memory.testing.helpers import held, messages
 
@@ -46,10 +52,10 @@ class UnitContract:
     def test_messages_are_found_by_id_and_units_by_prefix(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "unit-a1")
         said = messages(2)
-        store.append("ns", said, "s", slice_id="s", timestamp=1)
+        store.append("ns", said, NewSlice("s", "s", 1))
         for unit, at in (("unit-a2", 2), ("unit-b", 3)):
             store.set_session("ns", unit)
-            store.append("ns", messages(1, unit), "s", slice_id="s", timestamp=at)
+            store.append("ns", messages(1, unit), NewSlice("s", "s", at))
         assert store.find_messages("ns", [said[1].id, "nope"]) == {said[1].id: said[1]}
         assert store.stored_message_ids("ns", [said[0].id, "nope"]) == {said[0].id}
         assert store.unit_ids_starting("ns", "unit-a", limit=10) == ["unit-a1", "unit-a2"]
@@ -77,7 +83,7 @@ class UnitContract:
     def test_list_namespaces_sorted_with_unit_counts(self, store: MemoryStore) -> None:
         store.ensure_namespace("b", "sb")
         store.ensure_namespace("a", "sa")
-        store.append("a", messages(2), "x", slice_id="sl", timestamp=5)
+        store.append("a", messages(2), NewSlice("sl", "x", 5))
         listed = store.list_namespaces()
         assert [(n.name, n.unit_count) for n in listed] == [("a", 1), ("b", 0)]
 
@@ -86,14 +92,15 @@ class UnitContract:
         so listing namespaces never counts a namespace's units."""
         for name in ("c", "a", "d", "b"):
             store.ensure_namespace(name, f"s-{name}")
-        store.append("a", messages(2), "x", slice_id="sl1", timestamp=5)
-        store.append("a", messages(2, "n"), "y", slice_id="sl2", timestamp=6)
+        store.append("a", messages(2), NewSlice("sl1", "x", 5))
+        store.append("a", messages(2, "n"), NewSlice("sl2", "y", 6))
         store.set_session("a", "s-a2")
-        store.append("a", messages(1, "o"), "z", slice_id="sl3", timestamp=7)
+        store.append("a", messages(1, "o"), NewSlice("sl3", "z", 7))
         store.write_units(
             "b",
-            "s-b",
-            [UnitWrite("w", 9, 0, messages(2, "w"), [MemorySlice("ws", 0, 2, "w", 9)])],
+            BulkWrite(
+                "s-b", [UnitWrite("w", 9, 0, messages(2, "w"), [MemorySlice("ws", 0, 2, "w", 9)])]
+            ),
         )
         first = store.list_namespaces(limit=2)
         rest = store.list_namespaces(after=first[-1].name, limit=10)
@@ -135,25 +142,25 @@ class UnitContract:
 
     def test_append_creates_unit_of_current_session(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "session-1")
-        update = store.append("ns", messages(3), "three", slice_id="slice-1", timestamp=100)
+        update = store.append("ns", messages(3), NewSlice("slice-1", "three", 100))
         assert update.unit.id == "session-1"
         assert update.unit.message_count == 3
         assert update.slice == MemorySlice("slice-1", 0, 3, "three", 100)
-        update = store.append("ns", messages(2, "n"), "two", slice_id="slice-2", timestamp=200)
+        update = store.append("ns", messages(2, "n"), NewSlice("slice-2", "two", 200))
         assert (update.slice.start_index, update.slice.end_index) == (3, 5)
         assert store.get_unit("ns", "session-1") == update.unit
         assert [m.content for m in store.read_messages("ns", "session-1", 2, 4)] == ["m-2", "n-0"]
 
     def test_append_to_unknown_namespace_is_not_found(self, store: MemoryStore) -> None:
         with pytest.raises(NotFoundError, match="ghost"):
-            store.append("ghost", messages(1), "x", slice_id="s", timestamp=1)
+            store.append("ghost", messages(1), NewSlice("s", "x", 1))
         assert store.get_namespace("ghost") is None
 
     def test_set_session_switches_unit(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "one")
-        store.append("ns", messages(1), "a", slice_id="a", timestamp=1)
+        store.append("ns", messages(1), NewSlice("a", "a", 1))
         store.set_session("ns", "two")
-        store.append("ns", messages(1), "b", slice_id="b", timestamp=2)
+        store.append("ns", messages(1), NewSlice("b", "b", 2))
         assert store.unit_ids("ns") == ["one", "two"]
         with pytest.raises(NotFoundError):
             store.set_session("ghost", "x")
@@ -162,9 +169,9 @@ class UnitContract:
         self, store: MemoryStore
     ) -> None:
         store.ensure_namespace("ns", "u")
-        store.append("ns", messages(2), "a", slice_id="same", timestamp=1)
+        store.append("ns", messages(2), NewSlice("same", "a", 1))
         with pytest.raises(ConflictError):
-            store.append("ns", messages(3), "b", slice_id="same", timestamp=2)
+            store.append("ns", messages(3), NewSlice("same", "b", 2))
         info = store.get_unit("ns", "u")
         assert info is not None
         assert (info.message_count, info.slice_count) == (2, 1)
@@ -183,7 +190,7 @@ class UnitContract:
                 metadata={"speaker": "Caroline", "dia_id": "D1:3", "n": [1, 2.5, None, True]},
             ),
         ]
-        store.append("ns", originals, "s", slice_id="s", timestamp=1)
+        store.append("ns", originals, NewSlice("s", "s", 1))
         assert store.read_messages("ns", "u", 0, 10) == originals
 
     def test_reads_of_unknown_ids_return_nothing_and_create_nothing(
@@ -203,16 +210,18 @@ class UnitContract:
         store.ensure_namespace("ns", "u")
         store.write_units(
             "ns",
-            "u",
-            [
-                UnitWrite(
-                    "u",
-                    9,
-                    0,
-                    messages(4),
-                    [MemorySlice("late", 2, 4, "b", 9), MemorySlice("early", 0, 2, "a", 3)],
-                )
-            ],
+            BulkWrite(
+                "u",
+                [
+                    UnitWrite(
+                        "u",
+                        9,
+                        0,
+                        messages(4),
+                        [MemorySlice("late", 2, 4, "b", 9), MemorySlice("early", 0, 2, "a", 3)],
+                    )
+                ],
+            ),
         )
         assert [s.id for s in store.read_slices("ns", "u")] == ["early", "late"]
         assert store.get_slice("ns", "u", "late") == MemorySlice("late", 2, 4, "b", 9)
@@ -221,7 +230,7 @@ class UnitContract:
         store.ensure_namespace("ns", "u0")
         for i in range(5):
             store.set_session("ns", f"u{i}")
-            store.append("ns", messages(1), "s", slice_id=f"s{i}", timestamp=1000 * (i + 1))
+            store.append("ns", messages(1), NewSlice(f"s{i}", "s", 1000 * (i + 1)))
         assert [u.id for u in store.list_units("ns", UnitQuery(limit=2))] == ["u4", "u3"]
         assert [u.id for u in store.list_units("ns", UnitQuery(limit=2, offset=2))] == ["u2", "u1"]
         assert [
@@ -235,11 +244,11 @@ class UnitContract:
 
     def test_write_units_is_all_or_nothing(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "before")
-        store.append("ns", messages(2), "x", slice_id="x", timestamp=1)
+        store.append("ns", messages(2), NewSlice("x", "x", 1))
         good = UnitWrite("new-unit", 5, 0, messages(3), [MemorySlice("a", 0, 3, "a", 5)])
         stale = UnitWrite("before", 5, 1, messages(1), [])  # store holds 2, not 1
         with pytest.raises(ConflictError, match="before"):
-            store.write_units("ns", "after", [good, stale])
+            store.write_units("ns", BulkWrite("after", [good, stale]))
         assert store.get_unit("ns", "new-unit") is None
         assert held(store.get_namespace("ns")).memory_session_id == "before"
 
@@ -247,9 +256,9 @@ class UnitContract:
         good = UnitWrite("a", 5, 0, messages(1), [])
         stale = UnitWrite("a", 5, 3, messages(1), [])  # "a" holds 1 message by then, not 3
         with pytest.raises(ConflictError):
-            store.write_units("fresh", "s", [good, stale])
+            store.write_units("fresh", BulkWrite("s", [good, stale]))
         assert store.get_namespace("fresh") is None
-        store.write_units("fresh", "s", [good], trajectory=messages(2, "window"))
+        store.write_units("fresh", BulkWrite("s", [good], trajectory=messages(2, "window")))
         assert store.get_namespace("fresh") == NamespaceInfo("fresh", "s", 1, 0)
         assert [m.content for m in store.load_trajectory("fresh").messages] == [
             "window-0",
@@ -258,8 +267,8 @@ class UnitContract:
 
     def test_write_units_extends_existing_unit(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "u")
-        store.append("ns", messages(2), "x", slice_id="x", timestamp=1)
-        store.write_units("ns", "u", [UnitWrite("u", 7, 2, messages(1, "more"), [])])
+        store.append("ns", messages(2), NewSlice("x", "x", 1))
+        store.write_units("ns", BulkWrite("u", [UnitWrite("u", 7, 2, messages(1, "more"), [])]))
         info = store.get_unit("ns", "u")
         assert info is not None
         assert (info.message_count, info.slice_count, info.timestamp) == (3, 1, 7)
@@ -268,8 +277,8 @@ class UnitContract:
     def test_namespaces_are_isolated(self, store: MemoryStore) -> None:
         store.ensure_namespace("alice", "shared-id")
         store.ensure_namespace("bob", "shared-id")
-        store.append("alice", messages(2, "alice"), "a", slice_id="same", timestamp=1)
-        store.append("bob", messages(1, "bob"), "b", slice_id="same", timestamp=1)
+        store.append("alice", messages(2, "alice"), NewSlice("same", "a", 1))
+        store.append("bob", messages(1, "bob"), NewSlice("same", "b", 1))
         assert [m.content for m in store.read_messages("alice", "shared-id", 0, 9)] == [
             "alice-0",
             "alice-1",
@@ -315,7 +324,7 @@ class UnitContract:
         store.ensure_namespace("ns", "u00")
         for u in range(25):
             store.set_session("ns", f"u{u:02d}")
-            store.append("ns", messages(1, f"u{u}"), "s", slice_id=f"s{u}", timestamp=1000 + u // 3)
+            store.append("ns", messages(1, f"u{u}"), NewSlice(f"s{u}", "s", 1000 + u // 3))
         core = MemoryCore(store, "ns", create=False)
         everything = [u.id for u in store.list_units("ns", UnitQuery(limit=1000))]
         assert len(everything) == 25
@@ -349,7 +358,7 @@ class UnitContract:
         batch = messages(30)
         slices = [MemorySlice(new_id(), s, s + 10, f"part {s}", 1_000 + s) for s in (0, 10, 20)]
         store.ensure_namespace("agent", new_id())
-        store.write_units("agent", "u1", [UnitWrite("u1", 1_000, 0, batch, slices)])
+        store.write_units("agent", BulkWrite("u1", [UnitWrite("u1", 1_000, 0, batch, slices)]))
         [(rows, held)] = store.read_excerpts("agent", [("u1", 12, 14)])
         assert [m.id for m in rows] == [m.id for m in batch[12:14]]
         assert [s.summary for s in held] == ["part 10"]

@@ -8,7 +8,7 @@ import pytest
 
 from partner_memory.errors import InvalidInputError, NotFoundError
 from partner_memory.model import Message, WindowActivity
-from partner_memory.store.contract.base import MemoryStore
+from partner_memory.store.contract.base import AppendOptions, MemoryStore, NewSlice
 from partner_memory.testing.helpers import messages, trim_window
 
 
@@ -23,44 +23,64 @@ class WindowContract:
         from partner_memory.errors import InvalidInputError
 
         with pytest.raises(NotFoundError, match="nope"):
-            store.append_trajectory("nope", messages(1), last_interaction=5)
+            store.append_trajectory("nope", messages(1), AppendOptions(last_interaction=5))
         with pytest.raises(NotFoundError, match="nope"):
             store.append_trajectory("nope", messages(1))
         store.ensure_namespace("ns", "s")
         first = messages(3)
-        assert store.append_trajectory("ns", first, last_interaction=7) == (3, None)
+        assert store.append_trajectory("ns", first, AppendOptions(last_interaction=7)) == (3, None)
         assert store.append_trajectory("ns", messages(2, "more")) == (5, None)
         # the newest interaction before the appended one: what a quiet gap is measured from
-        assert store.append_trajectory("ns", [], last_interaction=9) == (5, 7)
+        assert store.append_trajectory("ns", [], AppendOptions(last_interaction=9)) == (5, 7)
         with pytest.raises(InvalidInputError, match=first[1].id):
-            store.append_trajectory("ns", [*messages(1, "new"), first[1]], last_interaction=9)
+            store.append_trajectory(
+                "ns", [*messages(1, "new"), first[1]], AppendOptions(last_interaction=9)
+            )
         state = store.load_trajectory("ns")
         assert (len(state.messages), state.last_interaction) == (5, 7)
         prompt = Message(role="user", content="<input>a task</input>")
-        assert store.append_trajectory("ns", [prompt], structured={prompt.id}).length == 6
-        assert store.append_trajectory("ns", messages(1, "turn"), drop_structured=True).length == 6
+        assert (
+            store.append_trajectory("ns", [prompt], AppendOptions(structured={prompt.id})).length
+            == 6
+        )
+        assert (
+            store.append_trajectory(
+                "ns", messages(1, "turn"), AppendOptions(drop_structured=True)
+            ).length
+            == 6
+        )
         assert prompt.id not in {m.id for m in store.load_trajectory("ns").messages}
 
     def test_a_turn_of_fresh_ids_appends_as_any_other(self, store: MemoryStore) -> None:
         """fresh_ids (a recorded turn: PostgreSQL appends it in one call) answers,
         refuses and drops structured prompts as the checked append does."""
         with pytest.raises(NotFoundError, match="nope"):
-            store.append_trajectory("nope", messages(2), last_interaction=5, fresh_ids=True)
+            store.append_trajectory(
+                "nope", messages(2), AppendOptions(last_interaction=5, fresh_ids=True)
+            )
         store.ensure_namespace("ns", "s")
         first = messages(2)
-        assert store.append_trajectory("ns", first, last_interaction=7, fresh_ids=True) == (2, None)
-        assert store.append_trajectory("ns", [], last_interaction=9, fresh_ids=True) == (2, 7)
+        assert store.append_trajectory(
+            "ns", first, AppendOptions(last_interaction=7, fresh_ids=True)
+        ) == (2, None)
+        assert store.append_trajectory(
+            "ns", [], AppendOptions(last_interaction=9, fresh_ids=True)
+        ) == (2, 7)
         with pytest.raises(InvalidInputError, match=first[0].id):
-            store.append_trajectory("ns", [first[0]], last_interaction=11, fresh_ids=True)
+            store.append_trajectory(
+                "ns", [first[0]], AppendOptions(last_interaction=11, fresh_ids=True)
+            )
         prompt = Message(role="user", content="<input>a task</input>", timestamp=3)
         reply = Message(role="assistant", content="done", metadata={"k": "v"})
         appended = store.append_trajectory(
-            "ns", [prompt, reply], last_interaction=12, structured={prompt.id}, fresh_ids=True
+            "ns",
+            [prompt, reply],
+            AppendOptions(last_interaction=12, structured={prompt.id}, fresh_ids=True),
         )
         assert appended == (4, 7)  # an empty append has no row to hold its interaction
         turn = messages(2, "turn")
         appended = store.append_trajectory(
-            "ns", turn, last_interaction=13, drop_structured=True, fresh_ids=True
+            "ns", turn, AppendOptions(last_interaction=13, drop_structured=True, fresh_ids=True)
         )
         assert appended == (5, 12)
         state = store.load_trajectory("ns")
@@ -78,7 +98,7 @@ class WindowContract:
         core.update_memory_unit([stored], "s")
         again = Message(role="user", content="new words", id=stored.id)
         with pytest.raises(InvalidInputError, match=stored.id):
-            store.append_trajectory("ns", [again], last_interaction=5)
+            store.append_trajectory("ns", [again], AppendOptions(last_interaction=5))
         assert store.load_trajectory("ns").messages == []
 
     def test_context_state_and_activation(self, store: MemoryStore) -> None:
@@ -87,7 +107,7 @@ class WindowContract:
         from partner_memory.model import Activation
 
         store.ensure_namespace("ns", "s")
-        store.append("ns", messages(2, "kept"), "first summary", slice_id="sl1", timestamp=5)
+        store.append("ns", messages(2, "kept"), NewSlice("sl1", "first summary", 5))
         assert [s.id for _, s in store.context_state("ns", slices=5).slices] == ["sl1"]
         assert store.context_state("ns", slices=5).activation is None
         quoted = store.read_messages("ns", "s", 0, 2)[0].id
@@ -102,8 +122,8 @@ class WindowContract:
     def test_window_reads_agree(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "s")
         said = messages(3)
-        store.append_trajectory("ns", said[:2], last_interaction=10)
-        store.append_trajectory("ns", said[2:], last_interaction=20)
+        store.append_trajectory("ns", said[:2], AppendOptions(last_interaction=10))
+        store.append_trajectory("ns", said[2:], AppendOptions(last_interaction=20))
         state = store.load_trajectory("ns")
         assert state.messages == said
         assert state.interactions == (10, 10, 20)
@@ -125,7 +145,7 @@ class WindowContract:
 
     def test_one_lease_holder_at_a_time(self, store: MemoryStore) -> None:
         store.ensure_namespace("ns", "s")
-        store.append_trajectory("ns", messages(2), last_interaction=5)
+        store.append_trajectory("ns", messages(2), AppendOptions(last_interaction=5))
         taken = store.begin_rolling("ns", "a", ttl_ms=60_000)
         assert taken is not None
         assert len(taken.messages) == 2  # the window, read with the lease
@@ -156,8 +176,8 @@ class WindowContract:
     def test_idle_candidates_are_quiet_and_not_yet_rolled(self, store: MemoryStore) -> None:
         for name in ("quiet", "busy", "empty"):
             store.ensure_namespace(name, "s")
-        store.append_trajectory("quiet", messages(1), last_interaction=100)
-        store.append_trajectory("busy", messages(1), last_interaction=900)
+        store.append_trajectory("quiet", messages(1), AppendOptions(last_interaction=100))
+        store.append_trajectory("busy", messages(1), AppendOptions(last_interaction=900))
         among = ["quiet", "busy", "empty", "ghost"]
         assert store.idle_candidates(500, among) == ["quiet"]
         assert store.idle_candidates(50, among) == []
@@ -165,5 +185,5 @@ class WindowContract:
         assert store.idle_candidates(500, among) == []
         assert store.window_activity("quiet").idle_rolled_for == 100
         assert store.load_trajectory("quiet").idle_rolled_for == 100
-        store.append_trajectory("quiet", messages(1), last_interaction=300)
+        store.append_trajectory("quiet", messages(1), AppendOptions(last_interaction=300))
         assert store.idle_candidates(500, among) == ["quiet"]

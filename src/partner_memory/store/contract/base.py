@@ -40,6 +40,19 @@ from partner_memory.store.contract.staged import StagedRollings
 
 
 @dataclass(frozen=True, slots=True)
+class NewSlice:
+    """A slice `append` adds: where it starts and ends in its unit is the store's to say."""
+
+    id: str
+    summary: str
+    timestamp: int
+    summarizer: str | None = None
+
+    def placed(self, start: int, end: int) -> MemorySlice:
+        return MemorySlice(self.id, start, end, self.summary, self.timestamp, self.summarizer)
+
+
+@dataclass(frozen=True, slots=True)
 class UnitQuery:
     """A page of a namespace's units: newest first (or oldest first), `since` inclusive
     and `until` exclusive, in ms. `after` a unit id, those that follow it in that order
@@ -67,6 +80,16 @@ class UnitWrite:
     expected_count: int
     messages: Sequence[Message]
     slices: Sequence[MemorySlice]
+
+
+@dataclass(frozen=True, slots=True)
+class BulkWrite:
+    """What `write_units` writes at once: the units, the namespace's session after them,
+    and the window to replace (None: the window stays)."""
+
+    session_id: str
+    units: Sequence[UnitWrite]
+    trajectory: Sequence[Message] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,32 +191,16 @@ class UnitStore(Protocol):
         """Make `session_id` the namespace's current memory session."""
         ...
 
-    def append(
-        self,
-        namespace: str,
-        messages: Sequence[Message],
-        summary: str,
-        *,
-        slice_id: str,
-        timestamp: int,
-        summarizer: str | None = None,
-    ) -> UnitUpdate:
+    def append(self, namespace: str, messages: Sequence[Message], new: NewSlice) -> UnitUpdate:
         """R5 in one transaction: get-or-create the current session's unit and extend it.
 
         Raises ConflictError if a message id is already stored in the namespace.
         """
         ...
 
-    def write_units(
-        self,
-        namespace: str,
-        session_id: str,
-        units: Sequence[UnitWrite],
-        *,
-        trajectory: Sequence[Message] | None = None,
-    ) -> None:
+    def write_units(self, namespace: str, bulk: BulkWrite) -> None:
         """Create or extend many units, set the session and (if given) replace the
-        trajectory, all or nothing."""
+        trajectory, all or nothing (a namespace not there yet is made)."""
         ...
 
     def get_unit(self, namespace: str, unit_id: str) -> UnitInfo | None: ...
@@ -247,6 +254,19 @@ class UnitStore(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class AppendOptions:
+    """How `append_trajectory` appends. `last_interaction` (ms), if given, becomes the
+    namespace's; `structured` names the ids of structured prompts among the messages,
+    and `drop_structured` first removes those the window holds (R10); `fresh_ids`
+    (ids just made) skips the check that no unit stores them."""
+
+    last_interaction: int | None = None
+    structured: Collection[str] = ()
+    drop_structured: bool = False
+    fresh_ids: bool = False
+
+
 class WindowAppend(NamedTuple):
     """What an append to the window leaves: the window's length, and the newest
     interaction before the appended one (None: none, or no interaction given) - a
@@ -271,24 +291,11 @@ class WindowStore(Protocol):
         ...
 
     def append_trajectory(
-        self,
-        namespace: str,
-        messages: Sequence[Message],
-        *,
-        last_interaction: int | None = None,
-        structured: Collection[str] = (),
-        drop_structured: bool = False,
-        fresh_ids: bool = False,
+        self, namespace: str, messages: Sequence[Message], options: AppendOptions | None = None
     ) -> WindowAppend:
-        """Append to the window in recording order; returns its new length and the
-        newest interaction before `last_interaction`.
-
-        `structured` names the ids of structured prompts among `messages`;
-        `drop_structured` first removes those the window holds (R10).
-        `last_interaction` (ms), if given, becomes the namespace's. An id
-        already in the window, or stored in a unit, raises InvalidInputError;
-        `fresh_ids` (ids just made) skips the second check.
-        """
+        """Append to the window in recording order, as `options` say; returns its new
+        length and the newest interaction before `options.last_interaction`. An id
+        already in the window, or stored in a unit, raises InvalidInputError."""
         ...
 
     def begin_rolling(

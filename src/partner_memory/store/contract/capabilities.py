@@ -261,12 +261,7 @@ class RecallStore(Protocol):
         (a rebuild's, bounded in memory) are exact."""
         ...
 
-    def reindex_recall(
-        self,
-        namespace: str,
-        consumer: str,
-        analysis: RecallAnalyzer,
-    ) -> int:
+    def reindex_recall(self, namespace: str, consumer: str, analysis: RecallAnalyzer) -> int:
         """Rebuild the namespace's recall rows from its units in one transaction (`analysis`
         gives messages' speakers, terms and vectors), set `consumer` to the log head, record
         the embedder and bump the generation. Returns the number of messages indexed."""
@@ -308,6 +303,15 @@ class RecordStore(Protocol):
     def read_records(self, namespace: str, query: RecordQuery) -> list[StoredRecord]: ...
 
 
+class MessagesForget(NamedTuple):
+    """A forget of messages as the store writes it: their ids, the new summaries of the
+    slices that held them (`Resummary`), and when (ms)."""
+
+    message_ids: Sequence[str]
+    resummaries: Sequence[Resummary]
+    at: int
+
+
 @runtime_checkable
 class ForgetStore(Protocol):
     """Forgetting: a message's text, a unit or a namespace leaves every path, recorded."""
@@ -316,17 +320,11 @@ class ForgetStore(Protocol):
         """Where the stored ones among `message_ids` are (unit and position)."""
         ...
 
-    def forget_messages(
-        self,
-        namespace: str,
-        message_ids: Sequence[str],
-        resummaries: Sequence[Resummary],
-        *,
-        at: int,
-    ) -> int:
+    def forget_messages(self, namespace: str, forget: MessagesForget) -> int:
         """In one transaction: blank the stored messages (the rows keep their ids and
         positions), drop them from the window and the recall rows, give the slices
-        their new summaries, move the namespace's generation on and record the forget.
+        their new summaries, move the namespace's generation on and record the forget
+        (at `forget.at`).
         Returns how many were found; NotFoundError when none was."""
         ...
 

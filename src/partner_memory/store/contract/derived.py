@@ -20,13 +20,16 @@ from partner_memory.model import (
     MemorySlice,
     Message,
     NamespaceInfo,
+    RollingCost,
     RollingTotals,
     UnitInfo,
     UnitUpdate,
     WindowActivity,
 )
 from partner_memory.store.contract.base import (
+    BulkWrite,
     CommittedRolling,
+    NewSlice,
     ReplayStep,
     RollingCommit,
     UnitQuery,
@@ -94,17 +97,10 @@ class DerivedVerbs:
     def set_session(self: MemoryStore, namespace: str, session_id: str) -> None:
         if self.get_namespace(namespace) is None:
             raise NotFoundError(f"namespace {namespace!r} not found")
-        self.write_units(namespace, session_id, [])
+        self.write_units(namespace, BulkWrite(session_id, []))
 
     def append(
-        self: MemoryStore,
-        namespace: str,
-        messages: Sequence[Message],
-        summary: str,
-        *,
-        slice_id: str,
-        timestamp: int,
-        summarizer: str | None = None,
+        self: MemoryStore, namespace: str, messages: Sequence[Message], new: NewSlice
     ) -> UnitUpdate:
         info = self.get_namespace(namespace)
         if info is None:
@@ -117,10 +113,10 @@ class DerivedVerbs:
         session = info.memory_session_id
         unit = self.get_unit(namespace, session)
         count, slices = (0, 0) if unit is None else (unit.message_count, unit.slice_count)
-        made = MemorySlice(slice_id, count, count + len(ids), summary, timestamp, summarizer)
-        write = UnitWrite(session, timestamp, count, messages, [made])
-        self.write_units(namespace, session, [write])
-        return UnitUpdate(UnitInfo(session, timestamp, count + len(ids), slices + 1), made)
+        made = new.placed(count, count + len(ids))
+        write = UnitWrite(session, new.timestamp, count, messages, [made])
+        self.write_units(namespace, BulkWrite(session, [write]))
+        return UnitUpdate(UnitInfo(session, new.timestamp, count + len(ids), slices + 1), made)
 
     def get_unit(self: MemoryStore, namespace: str, unit_id: str) -> UnitInfo | None:
         try:
@@ -235,11 +231,15 @@ def totals_from_log(store: MemoryStore, namespace: str) -> RollingTotals:
     while page := store.read_log(namespace, after, limit=_PAGE):
         entries += page
         after = page[-1].seq
-    costs = [e.cost for e in entries]
+    return summed([e.cost for e in entries], sum(len(e.messages) for e in entries))
+
+
+def summed(costs: Sequence[RollingCost], messages: int) -> RollingTotals:
+    """The totals of these rollings' costs (oldest first), which rolled `messages`."""
     failed = [c for c in costs if c.fallbacks]
     return RollingTotals(
-        rollings=len(entries),
-        messages=sum(len(e.messages) for e in entries),
+        rollings=len(costs),
+        messages=messages,
         llm_calls=sum(c.llm_calls for c in costs),
         prompt_tokens=sum(c.prompt_tokens for c in costs),
         completion_tokens=sum(c.completion_tokens for c in costs),

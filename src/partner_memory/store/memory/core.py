@@ -8,7 +8,7 @@ holds: right for tests and examples, not for a large memory.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
 from partner_memory.errors import (
@@ -26,8 +26,9 @@ from partner_memory.model import (
     newest,
 )
 from partner_memory.store.contract.base import (
+    AppendOptions,
+    BulkWrite,
     UnitQuery,
-    UnitWrite,
     WindowAppend,
 )
 from partner_memory.store.contract.capabilities import HELD_BLOCKS_KEY
@@ -84,25 +85,18 @@ class InMemoryCore(LogMixin, DerivedVerbs):
 
     # -- units -----------------------------------------------------------------------
 
-    def write_units(
-        self,
-        namespace: str,
-        session_id: str,
-        units: Sequence[UnitWrite],
-        *,
-        trajectory: Sequence[Message] | None = None,
-    ) -> None:
-        with self._changing(namespace, creating=session_id) as state:
-            state.session_id = session_id
-            for write in units:
+    def write_units(self, namespace: str, bulk: BulkWrite) -> None:
+        with self._changing(namespace, creating=bulk.session_id) as state:
+            state.session_id = bulk.session_id
+            for write in bulk.units:
                 unit = self._open_unit(state, write.id, write.timestamp)
                 if len(unit.messages) != write.expected_count:
                     raise unit_changed(
                         write.id, namespace, len(unit.messages), write.expected_count
                     )
                 self._extend(state, unit, write.timestamp, write.messages, write.slices)
-            if trajectory is not None:
-                state.window = [WindowRow(m, False, None) for m in trajectory]
+            if bulk.trajectory is not None:
+                state.window = [WindowRow(m, False, None) for m in bulk.trajectory]
 
     def _units_between(
         self, state: NamespaceState, since: int | None, until: int | None
@@ -177,26 +171,21 @@ class InMemoryCore(LogMixin, DerivedVerbs):
             return self._trajectory(self._state(shared, namespace))
 
     def append_trajectory(
-        self,
-        namespace: str,
-        messages: Sequence[Message],
-        *,
-        last_interaction: int | None = None,
-        structured: Collection[str] = (),
-        drop_structured: bool = False,
-        fresh_ids: bool = False,
+        self, namespace: str, messages: Sequence[Message], options: AppendOptions | None = None
     ) -> WindowAppend:
         ids = [m.id for m in messages]
         refuse_repeated_ids(ids, "batch")
+        how = options or AppendOptions()
+        last_interaction = how.last_interaction
         bigint(last_interaction, "last interaction")
         with self._changing(namespace) as state:
-            if not fresh_ids:
+            if not how.fresh_ids:
                 stored = [i for i in ids if i in state.located]
                 if stored:
                     raise InvalidInputError(
                         f"message id {stored[0]!r} is already stored in namespace {namespace!r}"
                     )
-            if drop_structured:
+            if how.drop_structured:
                 state.window = [r for r in state.window if not r.structured]
             held = state.window_ids()
             again = next((i for i in ids if i in held), None)
@@ -208,7 +197,9 @@ class InMemoryCore(LogMixin, DerivedVerbs):
                 if r.interaction is not None
                 and r.interaction < (-1 if last_interaction is None else last_interaction)
             )
-            state.window += [WindowRow(m, m.id in structured, last_interaction) for m in messages]
+            state.window += [
+                WindowRow(m, m.id in how.structured, last_interaction) for m in messages
+            ]
             return WindowAppend(len(state.window), before)
 
     def begin_rolling(

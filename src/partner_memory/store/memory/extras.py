@@ -21,6 +21,7 @@ from partner_memory.model import (
 )
 from partner_memory.store.contract.capabilities import (
     Located,
+    MessagesForget,
     NamespaceDump,
     NamespaceQuery,
     RecallAnalyzer,
@@ -35,7 +36,7 @@ from partner_memory.store.contract.capabilities import (
     TopicSlice,
     asks,
 )
-from partner_memory.store.contract.derived import RECENT_FALLBACKS
+from partner_memory.store.contract.derived import summed
 from partner_memory.store.contract.refusals import none_found
 from partner_memory.store.contract.rows import message_from_row, message_params, slice_from_row
 from partner_memory.store.memory.items import forget_items
@@ -166,14 +167,8 @@ class ExtrasMixin(MemoryBase):
             found = [i for i in dict.fromkeys(message_ids) if i in state.located]
             return [Located(i, *state.located[i]) for i in found]
 
-    def forget_messages(
-        self,
-        namespace: str,
-        message_ids: Sequence[str],
-        resummaries: Sequence[Resummary],
-        *,
-        at: int,
-    ) -> int:
+    def forget_messages(self, namespace: str, forget: MessagesForget) -> int:
+        message_ids, resummaries, at = forget
         asked = set(message_ids)
         with self._writing() as shared, self._changing(namespace) as state:
             stored = [(i, state.located[i]) for i in asked if i in state.located]
@@ -298,36 +293,14 @@ class ExtrasMixin(MemoryBase):
             rows = self._state(shared, namespace).rollings
             shown = [r for r in reversed(rows) if before is None or r.seq < before][:limit]
         return [
-            RollingRecord(
-                seq=r.seq,
-                started_at=r.started_at,
-                idle=r.idle,
-                unit_id=r.unit_id,
-                slice_id=r.slice_id,
-                messages=r.messages,
-                cost=r.cost,
-            )
+            RollingRecord(r.seq, r.started_at, r.idle, r.unit_id, r.slice_id, r.messages, r.cost)
             for r in shown
         ]
 
     def rolling_totals(self, namespace: str) -> RollingTotals:
         with self._reading() as shared:
             rows = list(self._state(shared, namespace).rollings)
-        with_fallbacks = [r for r in rows if r.fallbacks]
-        return RollingTotals(
-            rollings=len(rows),
-            messages=sum(r.messages for r in rows),
-            llm_calls=sum(r.llm_calls for r in rows),
-            prompt_tokens=sum(r.prompt_tokens for r in rows),
-            completion_tokens=sum(r.completion_tokens for r in rows),
-            llm_ms=float(sum(r.llm_ms for r in rows)),
-            pipeline_ms=float(sum(r.pipeline_ms for r in rows)),
-            by_summarizer=dict(Counter(r.summarizer for r in rows)),
-            fallbacks=len(with_fallbacks),
-            recent_fallbacks=tuple(
-                r.fallbacks.splitlines()[0] for r in with_fallbacks[::-1][:RECENT_FALLBACKS]
-            ),
-        )
+        return summed([r.cost for r in rows], sum(r.messages for r in rows))
 
     def store_health(self) -> StoreHealth:
         now = now_ms()
@@ -396,7 +369,7 @@ def _overview(state: NamespaceState) -> NamespaceOverview:
         rolling_count=state.rolling_seq,
         message_count=sum(len(u.messages) for u in units),
         window_count=len(state.window),
-        llm_tokens=sum(r.prompt_tokens + r.completion_tokens for r in state.rollings),
+        llm_tokens=sum(r.cost.prompt_tokens + r.cost.completion_tokens for r in state.rollings),
         last_activity=newest(last),
     )
 

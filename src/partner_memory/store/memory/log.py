@@ -47,28 +47,10 @@ class LogMixin(MemoryBase):
             update = self.append_slice(state, commit.messages, template)
             state.rolling_seq += 1
             seq = state.rolling_seq
-            cost = commit.cost
-            state.rollings.append(
-                RollingRow(
-                    seq=seq,
-                    unit_id=update.unit.id,
-                    slice_id=update.slice.id,
-                    started_at=commit.timestamp,
-                    idle=commit.idle,
-                    messages=len(commit.messages),
-                    summarizer=cost.summarizer,
-                    llm_calls=cost.llm_calls,
-                    prompt_tokens=cost.prompt_tokens,
-                    completion_tokens=cost.completion_tokens,
-                    llm_ms=cost.llm_ms,
-                    pipeline_ms=cost.pipeline_ms,
-                    fallbacks="\n".join(cost.fallbacks),
-                    rolling_size=commit.rolling_size,
-                    retain_divisor=commit.retain_divisor,
-                    unit_slices=update.unit.slice_count,
-                    holder=commit.holder,
-                )
-            )
+            unit, made = update.unit, update.slice
+            row = (seq, unit.id, made.id, commit.timestamp, commit.idle, len(commit.messages))
+            shape = (commit.rolling_size, commit.retain_divisor, unit.slice_count, commit.holder)
+            state.rollings.append(RollingRow(*row, commit.cost, *shape))
         gone = set(drop)
         state.window = [r for r in state.window if r.message.id not in gone]
         if commit.new_session_id is not None:
@@ -118,8 +100,7 @@ class LogMixin(MemoryBase):
     def advance_consumer(
         self, consumer: str, namespace: str, expected: FollowerPosition, staged: StagedRollings
     ) -> None:
-        writes = checked_rollings(staged, consumer, self)
-        if not writes:
+        if not (writes := checked_rollings(staged, consumer, self)):
             return
         with self._changing(namespace) as state:
             row = state.consumers.get(consumer) or ConsumerRow(consumer)
@@ -150,15 +131,7 @@ class LogMixin(MemoryBase):
             if found is None:
                 return []
             return [
-                ConsumerStatus(
-                    name=c.name,
-                    durable=c.durable,
-                    position=c.position,
-                    head=found.rolling_seq,
-                    failures=c.failures,
-                    last_error=c.last_error,
-                    last_failure_at=c.last_failure_at,
-                )
+                c.status(found.rolling_seq)
                 for c in sorted(found.consumers.values(), key=lambda c: c.name)
             ]
 

@@ -23,6 +23,7 @@ from partner_memory.errors import (
 )
 from partner_memory.model import (
     Activation,
+    ConsumerStatus,
     MemorySlice,
     Message,
     RollingCost,
@@ -38,7 +39,12 @@ from partner_memory.store.contract.capabilities import (
     TopicSlice,
 )
 from partner_memory.store.contract.refusals import already_stored, refuse_repeated_ids
-from partner_memory.store.contract.rows import cost_from_row, first_generation, message_params
+from partner_memory.store.contract.rows import (
+    cost_from_row,
+    cost_params,
+    first_generation,
+    message_params,
+)
 
 
 @dataclass
@@ -76,13 +82,7 @@ class RollingRow:
     started_at: int
     idle: bool
     messages: int
-    summarizer: str
-    llm_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    llm_ms: float
-    pipeline_ms: float
-    fallbacks: str
+    cost: RollingCost
     rolling_size: int
     retain_divisor: int | None
     unit_slices: int
@@ -91,45 +91,14 @@ class RollingRow:
     @classmethod
     def from_tuple(cls, row: tuple[Any, ...]) -> RollingRow:
         """A row as the SQL backends dump it (`RollingRow.as_tuple`)."""
-        names = [f.name for f in fields(cls)]
-        values = dict(zip(names, row, strict=True))
-        values["idle"] = bool(values["idle"])
-        return cls(**values)
-
-    @property
-    def cost(self) -> RollingCost:
-        return cost_from_row(
-            (
-                self.summarizer,
-                self.llm_calls,
-                self.prompt_tokens,
-                self.completion_tokens,
-                self.llm_ms,
-                self.pipeline_ms,
-                self.fallbacks,
-            )
-        )
+        values = (*row[:6], cost_from_row(row[6:13]), *row[13:])
+        found = dict(zip([f.name for f in fields(cls)], values, strict=True))
+        return cls(**found | {"idle": bool(found["idle"])})
 
     def as_tuple(self) -> tuple[Any, ...]:
-        return (
-            self.seq,
-            self.unit_id,
-            self.slice_id,
-            self.started_at,
-            int(self.idle),
-            self.messages,
-            self.summarizer,
-            self.llm_calls,
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.llm_ms,
-            self.pipeline_ms,
-            self.fallbacks,
-            self.rolling_size,
-            self.retain_divisor,
-            self.unit_slices,
-            self.holder,
-        )
+        head = (self.seq, self.unit_id, self.slice_id, self.started_at, int(self.idle))
+        tail = (self.rolling_size, self.retain_divisor, self.unit_slices, self.holder)
+        return (*head, self.messages, *cost_params(self.cost), *tail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +109,11 @@ class ConsumerRow:
     failures: int = 0
     last_error: str | None = None
     last_failure_at: int | None = None
+
+    def status(self, head: int) -> ConsumerStatus:
+        """As `consumer_status` gives it, in a namespace whose newest rolling is `head`."""
+        failed = (self.failures, self.last_error, self.last_failure_at)
+        return ConsumerStatus(self.name, self.durable, self.position, head, *failed)
 
     def as_tuple(self) -> tuple[Any, ...]:
         """The columns the SQL backends dump: name, durable, position, failures, error, at."""

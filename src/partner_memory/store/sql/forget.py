@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from partner_memory.errors import NotFoundError
-from partner_memory.store.contract.capabilities import Located, Resummary
+from partner_memory.store.contract.capabilities import Located, MessagesForget
 from partner_memory.store.contract.refusals import none_found
 from partner_memory.store.sql.base import Cursor, SqlBase
 from partner_memory.store.sql.context import drop_activation
@@ -38,14 +38,8 @@ class ForgetSql(SqlBase):
             )
         return [Located(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
-    def forget_messages(
-        self,
-        namespace: str,
-        message_ids: Sequence[str],
-        resummaries: Sequence[Resummary],
-        *,
-        at: int,
-    ) -> int:
+    def forget_messages(self, namespace: str, forget: MessagesForget) -> int:
+        message_ids, resummaries, at = forget
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace, lock=True)
             stored = self._messages_among(

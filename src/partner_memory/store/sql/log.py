@@ -242,8 +242,7 @@ class LogSql(SqlBase):
     def advance_consumer(
         self, consumer: str, namespace: str, expected: FollowerPosition, staged: StagedRollings
     ) -> None:
-        writes = checked_rollings(staged, consumer, self)
-        if not writes:
+        if not (writes := checked_rollings(staged, consumer, self)):
             return
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace)

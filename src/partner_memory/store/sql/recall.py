@@ -80,12 +80,7 @@ class RecallSql(SqlBase):
             for r in rows
         ]
 
-    def reindex_recall(
-        self,
-        namespace: str,
-        consumer: str,
-        analysis: RecallAnalyzer,
-    ) -> int:
+    def reindex_recall(self, namespace: str, consumer: str, analysis: RecallAnalyzer) -> int:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace, lock=True)
             self._run(cur, "DELETE FROM recall_docs WHERE namespace_id = ?", (namespace_id,))

@@ -19,7 +19,7 @@ from partner_memory.model import (
     UnitInfo,
     UnitUpdate,
 )
-from partner_memory.store.contract.base import UnitQuery, UnitWrite
+from partner_memory.store.contract.base import BulkWrite, NewSlice, UnitQuery, UnitWrite
 from partner_memory.store.contract.capabilities import NamespaceQuery
 from partner_memory.store.contract.refusals import unit_changed
 from partner_memory.store.contract.rows import (
@@ -241,42 +241,21 @@ class SqlStore(
 
     # -- writes ------------------------------------------------------------------
 
-    def append(
-        self,
-        namespace: str,
-        messages: Sequence[Message],
-        summary: str,
-        *,
-        slice_id: str,
-        timestamp: int,
-        summarizer: str | None = None,
-    ) -> UnitUpdate:
+    def append(self, namespace: str, messages: Sequence[Message], new: NewSlice) -> UnitUpdate:
         with self._transaction(write=True) as cur:
-            _, update = self._append_slice(
-                cur,
-                namespace,
-                messages,
-                MemorySlice(slice_id, 0, 0, summary, timestamp, summarizer),
-            )
+            _, update = self._append_slice(cur, namespace, messages, new.placed(0, 0))
         return update
 
-    def write_units(
-        self,
-        namespace: str,
-        session_id: str,
-        units: Sequence[UnitWrite],
-        *,
-        trajectory: Sequence[Message] | None = None,
-    ) -> None:
+    def write_units(self, namespace: str, bulk: BulkWrite) -> None:
         with self._transaction(write=True) as cur:
-            self._insert_namespace(cur, namespace, session_id)
+            self._insert_namespace(cur, namespace, bulk.session_id)
             namespace_id = self._namespace_id(cur, namespace, lock=True)
-            self._set_session(cur, namespace_id, session_id)
-            for write in units:
+            self._set_session(cur, namespace_id, bulk.session_id)
+            for write in bulk.units:
                 self._write_unit(cur, namespace, namespace_id, write)
-            if trajectory is not None:
+            if bulk.trajectory is not None:
                 self._run(cur, "DELETE FROM trajectory WHERE namespace_id = ?", (namespace_id,))
-                insert_trajectory(self, cur, namespace_id, trajectory)
+                insert_trajectory(self, cur, namespace_id, bulk.trajectory)
 
     def _write_unit(self, cur: Cursor, namespace: str, namespace_id: int, write: UnitWrite) -> None:
         unit = self._open_unit(cur, namespace_id, write.id, write.timestamp)

@@ -18,7 +18,7 @@ from partner_memory.errors import (
     StorageUnavailableError,
 )
 from partner_memory.model import Message, TrajectoryState, WindowActivity
-from partner_memory.store.contract.base import WindowAppend
+from partner_memory.store.contract.base import AppendOptions, WindowAppend
 from partner_memory.store.contract.refusals import refuse_repeated_ids
 from partner_memory.store.contract.rows import message_params, stored_message
 from partner_memory.store.sql.base import MESSAGE_COLUMNS, ROWS_PER_INSERT, Cursor, SqlBase
@@ -142,21 +142,17 @@ class WindowSql(SqlBase):
         return int(row[0])
 
     def append_trajectory(
-        self,
-        namespace: str,
-        messages: Sequence[Message],
-        *,
-        last_interaction: int | None = None,
-        structured: Collection[str] = (),
-        drop_structured: bool = False,
-        fresh_ids: bool = False,
+        self, namespace: str, messages: Sequence[Message], options: AppendOptions | None = None
     ) -> WindowAppend:
         ids = [m.id for m in messages]
         refuse_repeated_ids(ids, "batch")
+        how = options or AppendOptions()
         try:
             return self._append_window(
-                WindowWrite(namespace, messages, last_interaction, structured, drop_structured),
-                fresh_ids=fresh_ids,
+                WindowWrite(
+                    namespace, messages, how.last_interaction, how.structured, how.drop_structured
+                ),
+                fresh_ids=how.fresh_ids,
             )
         except (ConflictError, StorageUnavailableError):
             # a missing namespace leaves the rows without one; else the window's

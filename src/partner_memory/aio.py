@@ -17,12 +17,13 @@ from types import TracebackType
 from typing import Any, Self, Unpack
 
 from partner_memory.context import Domain, ResolvedBlock
+from partner_memory.conveniences import AsyncConveniences
 from partner_memory.memory import DEFAULT_DOMAINS, PartnerMemory
 from partner_memory.model import Message, RollingTotals, WindowMessage
 from partner_memory.provenance import SliceReading
 from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.results import RecallResult, TopicCount
-from partner_memory.requests import ForgetRequest, TurnInput, TurnOptions
+from partner_memory.requests import ForgetRequest, TurnInput
 from partner_memory.rolling import AfterRolling, RollingResult
 from partner_memory.rolling.consumers import DurableConsumer
 from partner_memory.service import MemoryService
@@ -68,7 +69,7 @@ class _Closing:
         await self.close()
 
 
-class AsyncPartnerMemory(_Closing):
+class AsyncPartnerMemory(_Closing, AsyncConveniences):
     """`PartnerMemory` for asyncio: the same handle, every blocking call awaited."""
 
     sync: PartnerMemory
@@ -87,12 +88,6 @@ class AsyncPartnerMemory(_Closing):
     @property
     def namespace(self) -> str:
         return self.sync.namespace
-
-    async def record_turn(
-        self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
-    ) -> Turn:
-        turn = TurnInput.of(user_input, assistant_output, **options)
-        return await self.record(turn)
 
     async def record(self, turn: TurnInput) -> Turn:
         return await asyncio.to_thread(self.sync.record, turn)
@@ -151,18 +146,6 @@ class AsyncPartnerMemory(_Closing):
 
     async def forget(self, request: ForgetRequest) -> int:
         return await asyncio.to_thread(self.sync.forget, request)
-
-    async def forget_messages(self, message_ids: Sequence[str]) -> int:
-        return await asyncio.to_thread(self.sync.forget_messages, message_ids)
-
-    async def forget_slice(self, unit_id: str, slice_id: str) -> int:
-        return await asyncio.to_thread(self.sync.forget_slice, unit_id, slice_id)
-
-    async def forget_unit(self, unit_id: str) -> None:
-        await asyncio.to_thread(self.sync.forget_unit, unit_id)
-
-    async def forget_all(self) -> None:
-        await asyncio.to_thread(self.sync.forget_all)
 
     async def topics(self, *, limit: int = 100) -> list[TopicCount]:
         return await asyncio.to_thread(self.sync.topics, limit=limit)

@@ -21,6 +21,7 @@ import httpx
 
 from partner_memory.context import DEFAULT_DOMAINS, Domain
 from partner_memory.context.workspace import ResolvedBlock
+from partner_memory.conveniences import AsyncConveniences, Conveniences
 from partner_memory.errors import (
     AccessDeniedError,
     ConflictError,
@@ -40,7 +41,7 @@ from partner_memory.model import (
 from partner_memory.provenance import SliceReading
 from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.results import RecallResult, TopicCount
-from partner_memory.requests import ForgetRequest, TurnInput, TurnOptions
+from partner_memory.requests import ForgetRequest, TurnInput
 from partner_memory.rolling.after_rolling import RollingResult
 from partner_memory.settings import DEFAULT_NAMESPACE
 from partner_memory.trajectory import Turn
@@ -183,7 +184,7 @@ def _headers(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-class MemoryClient:
+class MemoryClient(Conveniences):
     """One namespace of a remote memory, with the embedded handle's methods."""
 
     def __init__(
@@ -214,12 +215,6 @@ class MemoryClient:
     def _json(self, call: _Call) -> dict[str, Any]:
         answer: dict[str, Any] = self._send(call).json()
         return answer
-
-    def record_turn(
-        self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
-    ) -> Turn:
-        turn = TurnInput.of(user_input, assistant_output, **options)
-        return self.record(turn)
 
     def record(self, turn: TurnInput) -> Turn:
         """`record_turn` with the exchange as a value."""
@@ -265,19 +260,6 @@ class MemoryClient:
                 self._send(call)
         return 0
 
-    def forget_messages(self, message_ids: Sequence[str]) -> int:
-        return self.forget(ForgetRequest.messages(message_ids))
-
-    def forget_slice(self, unit_id: str, slice_id: str) -> int:
-        return self.forget(ForgetRequest.slice(unit_id, slice_id))
-
-    def forget_unit(self, unit_id: str) -> None:
-        self.forget(ForgetRequest.unit(unit_id))
-
-    def forget_all(self) -> None:
-        """Forget the namespace and everything in it; it goes on empty, as the handle's."""
-        self.forget(ForgetRequest("namespace"))
-
     def stats(self) -> RollingTotals:
         return RollingTotals.from_dict(self._json(self._requests.stats())["rolling_totals"])
 
@@ -295,7 +277,7 @@ class MemoryClient:
         self.close()
 
 
-class AsyncMemoryClient:
+class AsyncMemoryClient(AsyncConveniences):
     """`MemoryClient` for asyncio: the same methods, awaited."""
 
     def __init__(
@@ -326,12 +308,6 @@ class AsyncMemoryClient:
     async def _json(self, call: _Call) -> dict[str, Any]:
         answer: dict[str, Any] = (await self._send(call)).json()
         return answer
-
-    async def record_turn(
-        self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
-    ) -> Turn:
-        turn = TurnInput.of(user_input, assistant_output, **options)
-        return await self.record(turn)
 
     async def record(self, turn: TurnInput) -> Turn:
         """`record_turn` with the exchange as a value."""
@@ -376,18 +352,6 @@ class AsyncMemoryClient:
             with contextlib.suppress(NotFoundError, ConflictError):
                 await self._send(call)
         return 0
-
-    async def forget_messages(self, message_ids: Sequence[str]) -> int:
-        return await self.forget(ForgetRequest.messages(message_ids))
-
-    async def forget_slice(self, unit_id: str, slice_id: str) -> int:
-        return await self.forget(ForgetRequest.slice(unit_id, slice_id))
-
-    async def forget_unit(self, unit_id: str) -> None:
-        await self.forget(ForgetRequest.unit(unit_id))
-
-    async def forget_all(self) -> None:
-        await self.forget(ForgetRequest("namespace"))
 
     async def stats(self) -> RollingTotals:
         answer = await self._json(self._requests.stats())

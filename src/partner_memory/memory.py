@@ -18,13 +18,14 @@ from typing import Any, Unpack
 from opentelemetry.trace import Span
 
 from partner_memory.context import DEFAULT_DOMAINS, Domain, ResolvedBlock, render_xml
+from partner_memory.conveniences import Conveniences
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message, RollingTotals, WindowMessage, check_limit
 from partner_memory.namespace_context import NamespaceContext
 from partner_memory.provenance import SliceReading
 from partner_memory.recall.query import RecallOptions, RecallQuery
 from partner_memory.recall.results import RecallResult, TopicCount
-from partner_memory.requests import ForgetRequest, TurnInput, TurnOptions
+from partner_memory.requests import ForgetRequest, TurnInput
 from partner_memory.rolling import (
     AfterRolling,
     AfterRollingRegistry,
@@ -46,7 +47,7 @@ from partner_memory.trajectory import Trajectory, Turn
 __all__ = ["DEFAULT_DOMAINS", "PartnerMemory"]
 
 
-class PartnerMemory:
+class PartnerMemory(Conveniences):
     """Long-term memory of one namespace: record turns, roll them into slices, read context."""
 
     service: MemoryRuntime
@@ -131,12 +132,6 @@ class PartnerMemory:
         return self.core.namespace
 
     # -- recording -----------------------------------------------------------------
-
-    def record_turn(
-        self, user_input: str, assistant_output: str, **options: Unpack[TurnOptions]
-    ) -> Turn:
-        """Record one exchange (R10-R11); may start a rolling in the background (R13)."""
-        return self.record(TurnInput.of(user_input, assistant_output, **options))
 
     def record(self, turn: TurnInput) -> Turn:
         """`record_turn` with the exchange as a value (what the interfaces pass on)."""
@@ -229,26 +224,6 @@ class PartnerMemory:
             if not self._owns_service:
                 self.service.adopt(self)
         return found
-
-    def forget_messages(self, message_ids: Sequence[str]) -> int:
-        """Forget messages wherever they are (a unit, the window): their text leaves every
-        path - reading, recall, context, exports - and the slices that held them are
-        summarised again from what remains. One transaction, recorded without content.
-        Returns how many were found."""
-        return self.forget(ForgetRequest.messages(message_ids))
-
-    def forget_slice(self, unit_id: str, slice_id: str) -> int:
-        """Forget a slice: its summary and every message it covers."""
-        return self.forget(ForgetRequest.slice(unit_id, slice_id))
-
-    def forget_unit(self, unit_id: str) -> None:
-        """Forget a whole unit (one memory session): deleted with its slices."""
-        self.forget(ForgetRequest.unit(unit_id))
-
-    def forget_all(self) -> None:
-        """Forget the namespace and everything in it - window, units, slices, context - in
-        every process; the handle goes on with the namespace empty."""
-        self.forget(ForgetRequest("namespace"))
 
     def context_xml(self, domains: Sequence[Domain | str] = DEFAULT_DOMAINS) -> str:
         """R24: the resolved context as XML, ready for a prompt."""

@@ -55,7 +55,7 @@ ESSENTIAL = (
     "write_units",
     "list_units",
     "read_excerpts",
-    "find_messages",
+    "read_slices",
     "load_trajectory",
     "append_trajectory",
     "begin_rolling",
@@ -130,9 +130,14 @@ class DerivedVerbs:
     ) -> list[Message]:
         return self.read_excerpts(namespace, [(unit_id, start, end)])[0][0]
 
-    def read_slices(self: MemoryStore, namespace: str, unit_id: str) -> list[MemorySlice]:
-        over = self.read_excerpts(namespace, [(unit_id, 0, _ALL)])[0][1]
-        return sorted(over, key=lambda s: s.timestamp)
+    def find_messages(
+        self: MemoryStore, namespace: str, message_ids: Sequence[str]
+    ) -> dict[str, Message]:
+        wanted = set(message_ids)
+        units = self.list_units(namespace, UnitQuery(limit=_ALL, oldest_first=True))
+        ranges = [(u.id, 0, u.message_count) for u in units]
+        held = (m for said, _ in self.read_excerpts(namespace, ranges) for m in said)
+        return {m.id: m for m in held if m.id in wanted}
 
     def get_slice(
         self: MemoryStore, namespace: str, unit_id: str, slice_id: str

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from partner_memory.errors import ConflictError, InvalidInputError, NotFoundError
+from partner_memory.model import Message
 
 
 def refuse_repeated_ids(ids: Sequence[str], batch: str) -> None:
@@ -13,6 +14,13 @@ def refuse_repeated_ids(ids: Sequence[str], batch: str) -> None:
     if len(set(ids)) != len(ids):
         twice = next(i for i in ids if ids.count(i) > 1)
         raise InvalidInputError(f"message id {twice!r} appears twice in one {batch}")
+
+
+def batch_ids(messages: Sequence[Message]) -> list[str]:
+    """The ids of one batch of messages, refused (InvalidInputError) if one is there twice."""
+    ids = [m.id for m in messages]
+    refuse_repeated_ids(ids, "batch")
+    return ids
 
 
 def already_stored(message_id: str, namespace: str) -> ConflictError:

@@ -33,7 +33,7 @@ from partner_memory.store.contract.base import (
 )
 from partner_memory.store.contract.capabilities import HELD_BLOCKS_KEY
 from partner_memory.store.contract.derived import DerivedVerbs
-from partner_memory.store.contract.refusals import refuse_repeated_ids, unit_changed
+from partner_memory.store.contract.refusals import batch_ids, unit_changed
 from partner_memory.store.memory.log import LogMixin
 from partner_memory.store.memory.state import (
     NamespaceState,
@@ -151,11 +151,10 @@ class InMemoryCore(LogMixin, DerivedVerbs):
                 found.append((unit.messages[max(0, start) : max(0, end)], over))
         return found
 
-    def find_messages(self, namespace: str, message_ids: Sequence[str]) -> dict[str, Message]:
+    def read_slices(self, namespace: str, unit_id: str) -> list[MemorySlice]:
         with self._reading() as shared:
-            state = self._state(shared, namespace)
-            places = {i: state.located[i] for i in message_ids if i in state.located}
-            return {i: state.units[u].messages[p] for i, (u, p) in places.items()}
+            unit = self._unit(shared, namespace, unit_id)
+            return [] if unit is None else _ordered(unit)
 
     # -- the window, its activity and the lease ---------------------------------------
 
@@ -173,9 +172,7 @@ class InMemoryCore(LogMixin, DerivedVerbs):
     def append_trajectory(
         self, namespace: str, messages: Sequence[Message], options: AppendOptions | None = None
     ) -> WindowAppend:
-        ids = [m.id for m in messages]
-        refuse_repeated_ids(ids, "batch")
-        how = options or AppendOptions()
+        ids, how = batch_ids(messages), options or AppendOptions()
         last_interaction = how.last_interaction
         bigint(last_interaction, "last interaction")
         with self._changing(namespace) as state:

@@ -6,21 +6,14 @@ import json
 from collections.abc import Sequence
 
 from partner_memory.model import LogEntry
+from partner_memory.store.contract import staged
 from partner_memory.store.contract.capabilities import RecallRow, StoredRecord, TopicSlice
-from partner_memory.store.contract.staged import (
-    FiledTopics,
-    IndexedMessages,
-    Record,
-    Staged,
-    Unrecord,
-    check_rows,
-    keeps_vectors,
-)
+from partner_memory.store.contract.staged import FiledTopics, IndexedMessages, Record, Unrecord
 from partner_memory.store.memory.state import NamespaceState
 
 
 def apply_staged(
-    state: NamespaceState, consumer: str, entry: LogEntry, writes: Sequence[Staged]
+    state: NamespaceState, consumer: str, entry: LogEntry, writes: Sequence[staged.Staged]
 ) -> None:
     """Write one rolling's staged writes for `consumer` (inside `advance_consumer`)."""
     for write in writes:
@@ -48,10 +41,10 @@ def apply_staged(
 
 
 def _index(state: NamespaceState, entry: LogEntry, write: IndexedMessages) -> None:
-    check_rows(write, entry)
+    staged.check_rows(write, entry)
     if state.recall_embedder is None:  # the namespace's first rows: its vectors are these
         state.recall_embedder = write.embedder
-    vectors = keeps_vectors(entry.namespace, state.recall_embedder, write.embedder)
+    vectors = staged.keeps_vectors(entry.namespace, state.recall_embedder, write.embedder)
     first = entry.slice.start_index
     for offset, (message, (speaker, terms, vector)) in enumerate(
         zip(entry.messages, write.rows, strict=True)

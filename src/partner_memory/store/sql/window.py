@@ -19,7 +19,7 @@ from partner_memory.errors import (
 )
 from partner_memory.model import Message, TrajectoryState, WindowActivity
 from partner_memory.store.contract.base import AppendOptions, WindowAppend
-from partner_memory.store.contract.refusals import refuse_repeated_ids
+from partner_memory.store.contract.refusals import batch_ids
 from partner_memory.store.contract.rows import message_params, stored_message
 from partner_memory.store.sql.base import MESSAGE_COLUMNS, ROWS_PER_INSERT, Cursor, SqlBase
 
@@ -144,9 +144,7 @@ class WindowSql(SqlBase):
     def append_trajectory(
         self, namespace: str, messages: Sequence[Message], options: AppendOptions | None = None
     ) -> WindowAppend:
-        ids = [m.id for m in messages]
-        refuse_repeated_ids(ids, "batch")
-        how = options or AppendOptions()
+        ids, how = batch_ids(messages), options or AppendOptions()
         try:
             return self._append_window(
                 WindowWrite(

@@ -94,7 +94,7 @@ HOT: dict[str, tuple[Callable[[MemoryStore], object], str]] = {
         "units_by_time",
     ),
     "a unit's messages": (lambda s: s.read_messages("ns-1", "ns-1-u3", 40, 60), "messages"),
-    "a unit's slices": (lambda s: s.read_slices("ns-1", "ns-1-u3"), "slices_by_time"),
+    "a unit's slices": (lambda s: s.read_slices("ns-1", "ns-1-u3"), "slices_of_unit"),
     "window activity": (lambda s: s.window_activity("ns-1"), "trajectory"),
     "the window": (lambda s: s.load_trajectory("ns-1"), "trajectory"),
     "record into the window": (

@@ -78,9 +78,16 @@ class _Attempt:
         """Commit (no exception) or roll back, and give the connection back to the pool.
         COMMIT goes with the pipeline's last sync: one round trip."""
         if exc is None:
-            self.cursor.execute(b"COMMIT")
+            try:  # a statement the server refused is heard of here, with the COMMIT
+                self.cursor.execute(b"COMMIT")
+            except BaseException as refused:
+                self.end(refused)
+                raise
             self._stack.close()
         else:
+            # every context is left now, the pool's included: one left to the garbage
+            # collector would leave the pipeline later, on a connection someone else
+            # may hold by then
             self._stack.__exit__(type(exc), exc, exc.__traceback__)
 
     def commit_reading_last(self) -> Any:
@@ -233,7 +240,11 @@ class ReplayingCursor:
         if exc is None and self._sent is not None:
             # nothing was answered yet: hear from the server before the COMMIT, so a
             # connection found dead now is still one whose transaction can be sent again
-            self._answered(lambda _: self._attempt.pipeline.sync())
+            try:
+                self._answered(lambda _: self._attempt.pipeline.sync())
+            except BaseException as refused:  # a statement the server refused
+                self._attempt.end(refused)
+                raise
         self._attempt.end(exc)
 
     def read_with_commit(self, committed: Callable[[], bool]) -> None:

@@ -53,6 +53,13 @@ def slice_row(unit_pk: int | None, namespace_id: int, s: MemorySlice) -> tuple[A
     )
 
 
+class UnitKey(NamedTuple):
+    """Where a unit's rows are: its namespace, and its key within it."""
+
+    namespace_id: int
+    pk: int
+
+
 class UnitRow(NamedTuple):
     pk: int
     namespace_id: int
@@ -83,12 +90,15 @@ def message_key(message_id: str) -> int:
 
 
 #: The columns of a message's row in `messages`.
-MESSAGE_ROW_COLUMNS = f"unit_pk, position, id_key, {MESSAGE_COLUMNS}"
+MESSAGE_ROW_COLUMNS = f"unit_pk, namespace_id, position, id_key, {MESSAGE_COLUMNS}"
 
 
-def message_row(unit_pk: int | None, position: int, message: Message) -> tuple[Any, ...]:
+def message_row(
+    unit_pk: int | None, namespace_id: int, position: int, message: Message
+) -> tuple[Any, ...]:
     """A stored message's values in `MESSAGE_ROW_COLUMNS`' order."""
-    return (unit_pk, position, message_key(message.id), *message_params(message))
+    key = message_key(message.id)
+    return (unit_pk, namespace_id, position, key, *message_params(message))
 
 
 def values_clause(rows: int, columns: int) -> str:
@@ -193,22 +203,20 @@ class SqlBase(ABC):
             raise NotFoundError(f"namespace {namespace!r} not found")
         return tuple(row)
 
-    def _unit_pk(self, cur: Cursor, namespace: str, unit_id: str) -> int | None:
+    def _unit_pk(self, cur: Cursor, namespace: str, unit_id: str) -> UnitKey | None:
         row = self._run(
             cur,
-            "SELECT u.pk FROM units u JOIN namespaces n ON n.id = u.namespace_id"
+            "SELECT u.namespace_id, u.pk FROM units u JOIN namespaces n ON n.id = u.namespace_id"
             " WHERE n.name = ? AND u.unit_id = ?",
             (namespace, unit_id),
         ).fetchone()
-        return None if row is None else int(row[0])
+        return None if row is None else UnitKey(int(row[0]), int(row[1]))
 
-    def _insert_messages(
-        self, cur: Cursor, unit_pk: int, first_position: int, messages: Sequence[Message]
-    ) -> None:
+    def _insert_messages(self, cur: Cursor, unit: UnitRow, messages: Sequence[Message]) -> None:
         # multi-row VALUES: one statement (one round trip) per chunk, not one per message
         rows = [
-            message_row(unit_pk, position, message)
-            for position, message in enumerate(messages, start=first_position)
+            message_row(unit.pk, unit.namespace_id, position, message)
+            for position, message in enumerate(messages, start=unit.message_count)
         ]
         self._insert_rows(cur, "messages", MESSAGE_ROW_COLUMNS, rows)
 
@@ -262,15 +270,17 @@ class SqlBase(ABC):
         slices: Sequence[MemorySlice],
     ) -> None:
         """Append messages after the unit's last one, add slices, update its header."""
-        self._insert_messages(cur, unit.pk, unit.message_count, messages)
+        self._insert_messages(cur, unit, messages)
         self._insert_slices(cur, unit, slices)
         self._run(
             cur,
-            "UPDATE units SET timestamp = ?, message_count = ?, slice_count = ? WHERE pk = ?",
+            "UPDATE units SET timestamp = ?, message_count = ?, slice_count = ?"
+            " WHERE namespace_id = ? AND pk = ?",
             (
                 timestamp,
                 unit.message_count + len(messages),
                 unit.slice_count + len(slices),
+                unit.namespace_id,
                 unit.pk,
             ),
         )

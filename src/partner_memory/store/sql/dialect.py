@@ -88,10 +88,11 @@ SQLITE = Dialect(
     # CROSS JOIN fixes SQLite's join order: messages by id first, then their unit
     messages_among="SELECT {columns} FROM messages m CROSS JOIN units u"
     " WHERE m.id_key IN {keys} AND m.message_id IN {ids}"
-    " AND u.pk = m.unit_pk AND u.namespace_id = {namespace}",
+    " AND m.namespace_id = {namespace} AND u.pk = m.unit_pk AND u.namespace_id = m.namespace_id",
 )
 
-#: The first key of PostgreSQL's advisory lock on a namespace's window (the second: its id).
+#: The first key of the advisory lock on a namespace's window that schema step 13's
+#: `pm_append_window` took (the second: its id), before step 14 made it a row lock.
 WINDOW_LOCK_KEY = 1347571789
 
 POSTGRESQL = Dialect(
@@ -105,9 +106,10 @@ POSTGRESQL = Dialect(
     # commit window rows out of their key order, so a rolling's snapshot waits
     # for every append in flight before it reads the window (as does the schema's
     # `pm_append_window`).
-    window_lock=f"SELECT pg_advisory_xact_lock_shared({WINDOW_LOCK_KEY}, CAST(id AS INTEGER))"
-    " FROM namespaces WHERE name = ?",
-    window_snapshot_lock=f"SELECT pg_advisory_xact_lock({WINDOW_LOCK_KEY}, CAST(? AS INTEGER))",
+    # The lock is the namespace's row (KEY SHARE for appends, which share it; UPDATE for
+    # the snapshot), so an engine sharded by namespace finds it where the namespace is.
+    window_lock="SELECT 1 FROM namespaces WHERE name = ? FOR KEY SHARE",
+    window_snapshot_lock="SELECT 1 FROM namespaces WHERE id = ? FOR UPDATE",
     has_table="SELECT 1 FROM information_schema.tables"
     " WHERE table_schema = current_schema() AND table_name = ?",
     # Without statistics PostgreSQL takes `message_id IN (...)` for a large share of
@@ -117,7 +119,8 @@ POSTGRESQL = Dialect(
     " FROM unnest(CAST({keys} AS BIGINT[]), CAST({ids} AS TEXT[])) AS wanted (key, id)"
     " CROSS JOIN LATERAL (SELECT * FROM messages x"
     " WHERE x.id_key = wanted.key AND x.message_id = wanted.id OFFSET 0) m"
-    " JOIN units u ON u.pk = m.unit_pk WHERE u.namespace_id = {namespace}",
+    " JOIN units u ON u.pk = m.unit_pk AND u.namespace_id = m.namespace_id"
+    " WHERE m.namespace_id = {namespace}",
     name_glob="{column} ~ ?",
     glob_as_regex=True,
     ids_as_array=True,

@@ -89,7 +89,8 @@ class DumpSql(SqlBase):
         """Rows keyed by unit pk, with the unit's id in front instead."""
         prefixed = ", ".join("x." + c for c in columns.split(", "))
         query = (
-            f"SELECT u.unit_id, {prefixed} FROM units u JOIN {table} x ON x.unit_pk = u.pk"
+            f"SELECT u.unit_id, {prefixed} FROM units u"
+            f" JOIN {table} x ON x.namespace_id = u.namespace_id AND x.unit_pk = u.pk"
             f" WHERE u.namespace_id = ? ORDER BY u.pk, {order}"
         )
         return _rows(self._run(cur, query, (nid,)))
@@ -128,8 +129,12 @@ class DumpSql(SqlBase):
                         (nid, *unit),
                     ).fetchone()[0]
                 )
-            messages = [(pks[str(r[0])], message_key(str(r[2])), *r[1:]) for r in dump.messages]
-            self._insert_rows(cur, "messages", "unit_pk, id_key, " + _MESSAGE, messages)
+            messages = [
+                (pks[str(r[0])], nid, message_key(str(r[2])), *r[1:]) for r in dump.messages
+            ]
+            self._insert_rows(
+                cur, "messages", "unit_pk, namespace_id, id_key, " + _MESSAGE, messages
+            )
             slices = [(pks[str(r[0])], nid, *r[1:]) for r in dump.slices]
             self._insert_rows(cur, "slices", "unit_pk, namespace_id, " + _SLICE, slices)
             by_namespace = [

@@ -49,13 +49,14 @@ class ForgetSql(SqlBase):
                 self._run(
                     cur,
                     "UPDATE messages SET content = '', metadata = ?"
-                    " WHERE unit_pk = ? AND position = ?",
-                    (FORGOTTEN_METADATA, unit_pk, position),
+                    " WHERE namespace_id = ? AND unit_pk = ? AND position = ?",
+                    (FORGOTTEN_METADATA, namespace_id, unit_pk, position),
                 )
                 self._run(
                     cur,
-                    "DELETE FROM recall_docs WHERE unit_pk = ? AND position = ?",
-                    (unit_pk, position),
+                    "DELETE FROM recall_docs"
+                    " WHERE namespace_id = ? AND unit_pk = ? AND position = ?",
+                    (namespace_id, unit_pk, position),
                 )
             found = {str(r[0]) for r in stored}
             for chunk in chunks(list(message_ids)):
@@ -119,26 +120,32 @@ class ForgetSql(SqlBase):
             if row is None:
                 raise NotFoundError(f"unit {unit_id!r} not found in namespace {namespace!r}")
             unit_pk, slices = int(row[0]), int(row[1])
+            its_messages = "SELECT message_id FROM messages WHERE namespace_id = ? AND unit_pk = ?"
             self._run(  # what was drawn from the unit, or from one of its messages
                 cur,
                 "DELETE FROM consumer_records WHERE namespace_id = ? AND (unit_id = ? OR"
-                " message_id IN (SELECT message_id FROM messages WHERE unit_pk = ?))",
-                (namespace_id, unit_id, unit_pk),
+                f" message_id IN ({its_messages}))",
+                (namespace_id, unit_id, namespace_id, unit_pk),
             )
             self._run(  # the items it made searchable
                 cur,
-                "DELETE FROM items WHERE namespace = ? AND message_id IN"
-                " (SELECT message_id FROM messages WHERE unit_pk = ?)",
-                (namespace, unit_pk),
+                f"DELETE FROM items WHERE namespace = ? AND message_id IN ({its_messages})",
+                (namespace, namespace_id, unit_pk),
             )
             for table in ("recall_docs", "topics", "messages", "slices"):
-                self._run(cur, f"DELETE FROM {table} WHERE unit_pk = ?", (unit_pk,))
+                self._run(
+                    cur,
+                    f"DELETE FROM {table} WHERE namespace_id = ? AND unit_pk = ?",
+                    (namespace_id, unit_pk),
+                )
             self._run(
                 cur,
                 "DELETE FROM rollings WHERE namespace_id = ? AND unit_id = ?",
                 (namespace_id, unit_id),
             )
-            self._run(cur, "DELETE FROM units WHERE pk = ?", (unit_pk,))
+            self._run(
+                cur, "DELETE FROM units WHERE namespace_id = ? AND pk = ?", (namespace_id, unit_pk)
+            )
             drop_activation(self, cur, namespace_id, units={unit_id})
             self._run(
                 cur,
@@ -152,9 +159,8 @@ class ForgetSql(SqlBase):
     def forget_namespace(self, namespace: str, *, at: int) -> None:
         with self._transaction(write=True) as cur:
             namespace_id = self._namespace_id(cur, namespace, lock=True)
-            by_unit = "unit_pk IN (SELECT pk FROM units WHERE namespace_id = ?)"
             for table in ("recall_docs", "messages", "slices"):
-                self._run(cur, f"DELETE FROM {table} WHERE {by_unit}", (namespace_id,))
+                self._run(cur, f"DELETE FROM {table} WHERE namespace_id = ?", (namespace_id,))
             for table in (
                 "topics",
                 "units",

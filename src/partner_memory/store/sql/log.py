@@ -199,9 +199,9 @@ class LogSql(SqlBase):
             memory_slice = slice_from_row(row[14:])
             messages = self._run(
                 cur,
-                f"SELECT {MESSAGE_COLUMNS} FROM messages"
-                " WHERE unit_pk = ? AND position >= ? AND position < ? ORDER BY position",
-                (row[2], memory_slice.start_index, memory_slice.end_index),
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE namespace_id = ?"
+                " AND unit_pk = ? AND position >= ? AND position < ? ORDER BY position",
+                (namespace_id, row[2], memory_slice.start_index, memory_slice.end_index),
             ).fetchall()
             entries.append(
                 LogEntry(

@@ -59,7 +59,8 @@ class RecallSql(SqlBase):
                 "SELECT u.unit_id, r.position, r.seq, r.speaker, r.timestamp, r.terms, r.vector,"
                 f" m.role, m.metadata, {CONTENT_TAIL}"
                 " FROM recall_docs r JOIN units u ON u.pk = r.unit_pk"
-                " JOIN messages m ON m.unit_pk = r.unit_pk AND m.position = r.position"
+                " JOIN messages m ON m.namespace_id = r.namespace_id"
+                " AND m.unit_pk = r.unit_pk AND m.position = r.position"
                 " WHERE r.namespace_id = ? AND r.seq > ? AND r.seq <= ?"
                 " ORDER BY r.seq, r.unit_pk, r.position LIMIT ? OFFSET ?",
                 (namespace_id, after, through, ALL_ROWS if limit is None else limit, offset),
@@ -91,9 +92,9 @@ class RecallSql(SqlBase):
             for (unit_pk,) in units:
                 rows = self._run(
                     cur,
-                    f"SELECT {MESSAGE_COLUMNS}, position FROM messages WHERE unit_pk = ?"
-                    " ORDER BY position",
-                    (unit_pk,),
+                    f"SELECT {MESSAGE_COLUMNS}, position FROM messages"
+                    " WHERE namespace_id = ? AND unit_pk = ? ORDER BY position",
+                    (namespace_id, unit_pk),
                 ).fetchall()
                 messages = [stored_message(row[:5]) for row in rows]
                 values: list[tuple[Any, ...]] = [

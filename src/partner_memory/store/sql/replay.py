@@ -101,8 +101,9 @@ def write_rollings(
         if unit.extended:
             sql._run(
                 cur,
-                "UPDATE units SET timestamp = ?, message_count = ?, slice_count = ? WHERE pk = ?",
-                (unit.timestamp, unit.message_count, unit.slice_count, unit.pk),
+                "UPDATE units SET timestamp = ?, message_count = ?, slice_count = ?"
+                " WHERE namespace_id = ? AND pk = ?",
+                (unit.timestamp, unit.message_count, unit.slice_count, namespace_id, unit.pk),
             )
     _insert_contents(sql, cur, namespace_id, commits, slices)
     sql._insert_rows(cur, "rollings", LOG_COLUMNS, logged)
@@ -206,7 +207,7 @@ def _insert_contents(
     stored = (c.messages for c in commits if c.messages)
     for (unit, made), increment in zip(slices, stored, strict=True):
         for position, message in enumerate(increment, start=made.start_index):
-            messages.append(message_row(unit.pk, position, message))
+            messages.append(message_row(unit.pk, namespace_id, position, message))
     sql._insert_rows(cur, "messages", MESSAGE_ROW_COLUMNS, messages)
     rows = [slice_row(unit.pk, namespace_id, s) for unit, s in slices]
     sql._insert_rows(cur, "slices", SLICE_ROW_COLUMNS, rows)

@@ -106,6 +106,17 @@ BEGIN
 END
 $pm$"""
 
+#: Step 14's `pm_append_window`: step 13's, with the namespace's row as the window's lock.
+_ADVISORY = f"""    SELECT n.id INTO nid FROM namespaces n WHERE n.name = ns;
+    IF nid IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock_shared({WINDOW_LOCK_KEY}, CAST(nid AS INTEGER));
+    END IF;
+"""
+assert _ADVISORY in _APPEND_WINDOW
+_APPEND_WINDOW_ROW_LOCK = _APPEND_WINDOW.replace(
+    _ADVISORY, "    SELECT n.id INTO nid FROM namespaces n WHERE n.name = ns FOR KEY SHARE;\n"
+)
+
 MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
     (
         """CREATE TABLE namespaces (
@@ -402,4 +413,17 @@ MIGRATIONS: tuple[tuple[Statement, ...], ...] = (
     # Step 13: PostgreSQL appends a turn to the window in one statement, run as its own
     # transaction: no BEGIN, no COMMIT, half the client's CPU per turn.
     (PerBackend(sqlite=SKIP, postgresql=_APPEND_WINDOW),),
+    # Step 14: ready to shard by namespace - messages carry their namespace as every
+    # other per-namespace table does, so every statement on them names it.
+    (
+        "ALTER TABLE messages ADD COLUMN namespace_id BIGINT NOT NULL DEFAULT 0",
+        "UPDATE messages SET namespace_id ="
+        " (SELECT u.namespace_id FROM units u WHERE u.pk = messages.unit_pk)",
+        # a unit's slices by both keys (with the namespace alone, a planner without
+        # statistics may walk the namespace's newest slices instead)
+        "CREATE INDEX slices_of_unit ON slices (unit_pk, namespace_id, timestamp, pk)",
+        "DROP INDEX slices_by_time",
+        # the window's lock becomes the namespace's row (`Dialect.window_lock`)
+        PerBackend(sqlite=SKIP, postgresql=_APPEND_WINDOW_ROW_LOCK),
+    ),
 )

@@ -28,7 +28,7 @@ from partner_memory.store.contract.rows import (
     stored_message,
     unit_from_row,
 )
-from partner_memory.store.sql.base import MESSAGE_COLUMNS, SLICE_COLUMNS, Cursor
+from partner_memory.store.sql.base import MESSAGE_COLUMNS, SLICE_COLUMNS, Cursor, UnitKey
 from partner_memory.store.sql.context import ContextSql
 from partner_memory.store.sql.dump import DumpSql
 from partner_memory.store.sql.forget import ForgetSql
@@ -367,27 +367,29 @@ class SqlStore(
                     continue
                 over = self._run(
                     cur,
-                    _SLICE_COLUMNS + " WHERE unit_pk = ? AND start_index < ? AND end_index > ?"
-                    " ORDER BY timestamp, pk",
-                    (unit_pk, end, start),
+                    _SLICE_COLUMNS + " WHERE namespace_id = ? AND unit_pk = ?"
+                    " AND start_index < ? AND end_index > ? ORDER BY timestamp, pk",
+                    (*unit_pk, end, start),
                 ).fetchall()
                 found.append(
                     (self._messages_in(cur, unit_pk, start, end), [slice_from_row(r) for r in over])
                 )
         return found
 
-    def _messages_in(self, cur: Cursor, unit_pk: int, start: int, end: int) -> list[Message]:
+    def _messages_in(self, cur: Cursor, unit: UnitKey, start: int, end: int) -> list[Message]:
         rows = self._run(
             cur,
-            f"SELECT {MESSAGE_COLUMNS} FROM messages"
-            " WHERE unit_pk = ? AND position >= ? AND position < ? ORDER BY position",
-            (unit_pk, start, end),
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE namespace_id = ? AND unit_pk = ?"
+            " AND position >= ? AND position < ? ORDER BY position",
+            (*unit, start, end),
         ).fetchall()
         return [stored_message(r) for r in rows]
 
-    def _slices_of(self, cur: Cursor, unit_pk: int) -> list[MemorySlice]:
+    def _slices_of(self, cur: Cursor, unit: UnitKey) -> list[MemorySlice]:
         rows = self._run(
-            cur, _SLICE_COLUMNS + " WHERE unit_pk = ? ORDER BY timestamp, pk", (unit_pk,)
+            cur,
+            _SLICE_COLUMNS + " WHERE namespace_id = ? AND unit_pk = ? ORDER BY timestamp, pk",
+            unit,
         ).fetchall()
         return [slice_from_row(r) for r in rows]
 
@@ -397,6 +399,8 @@ class SqlStore(
             if unit_pk is None:
                 return None
             row = self._run(
-                cur, _SLICE_COLUMNS + " WHERE unit_pk = ? AND slice_id = ?", (unit_pk, slice_id)
+                cur,
+                _SLICE_COLUMNS + " WHERE namespace_id = ? AND unit_pk = ? AND slice_id = ?",
+                (*unit_pk, slice_id),
             ).fetchone()
         return None if row is None else slice_from_row(row)

@@ -102,21 +102,28 @@ class DerivedVerbs:
     def append(
         self: MemoryStore, namespace: str, messages: Sequence[Message], new: NewSlice
     ) -> UnitUpdate:
-        info = self.get_namespace(namespace)
-        if info is None:
-            raise NotFoundError(f"namespace {namespace!r} not found")
         ids = [m.id for m in messages]
         refuse_repeated_ids(ids, "update")
-        stored = self.find_messages(namespace, ids)
-        if stored:
-            raise already_stored(min(stored), namespace)
-        session = info.memory_session_id
-        unit = self.get_unit(namespace, session)
-        count, slices = (0, 0) if unit is None else (unit.message_count, unit.slice_count)
-        made = new.placed(count, count + len(ids))
-        write = UnitWrite(session, new.timestamp, count, messages, [made])
-        self.write_units(namespace, BulkWrite(session, [write]))
-        return UnitUpdate(UnitInfo(session, new.timestamp, count + len(ids), slices + 1), made)
+        while True:  # planned from what the store holds; planned again if a writer got there first
+            info = self.get_namespace(namespace)
+            if info is None:
+                raise NotFoundError(f"namespace {namespace!r} not found")
+            stored = self.find_messages(namespace, ids)
+            if stored:
+                raise already_stored(min(stored), namespace)
+            session = info.memory_session_id
+            unit = self.get_unit(namespace, session)
+            count, slices = (0, 0) if unit is None else (unit.message_count, unit.slice_count)
+            made = new.placed(count, count + len(ids))
+            write = UnitWrite(session, new.timestamp, count, messages, [made])
+            try:
+                self.write_units(namespace, BulkWrite(session, [write]))
+            except ConflictError:
+                now = self.get_unit(namespace, session)
+                if (0 if now is None else now.message_count) == count:
+                    raise  # not another writer's append: refused for its own reason
+                continue
+            return UnitUpdate(UnitInfo(session, new.timestamp, count + len(ids), slices + 1), made)
 
     def get_unit(self: MemoryStore, namespace: str, unit_id: str) -> UnitInfo | None:
         try:

@@ -11,12 +11,13 @@ The in-memory core (`store.memory.core.InMemoryCore`) writes only the twenty.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from partner_memory.errors import ConflictError, NotFoundError
 from partner_memory.model import (
+    LogEntry,
     MemorySlice,
     Message,
     NamespaceInfo,
@@ -221,8 +222,8 @@ class DerivedVerbs:
         if self.get_namespace(namespace) is None:
             return 0
         head = 0
-        while page := self.read_log(namespace, head, limit=_PAGE):
-            head = page[-1].seq
+        for entry in _whole_log(self, namespace):
+            head = entry.seq
         return head
 
     def lagging_namespaces(self: MemoryStore, consumer: str, *, limit: int = 1000) -> list[str]:
@@ -236,13 +237,18 @@ class DerivedVerbs:
         return lagging
 
 
+def _whole_log(store: MemoryStore, namespace: str) -> Iterator[LogEntry]:
+    """Every rolling the log gives, oldest first, read a page at a time."""
+    after = 0
+    while page := store.read_log(namespace, after, limit=_PAGE):
+        yield from page
+        after = page[-1].seq
+
+
 def totals_from_log(store: MemoryStore, namespace: str) -> RollingTotals:
     """`rolling_totals` from the log, for a backend without the inspection capability: every
     rolling whose unit is still stored, with its cost."""
-    entries, after = [], 0
-    while page := store.read_log(namespace, after, limit=_PAGE):
-        entries += page
-        after = page[-1].seq
+    entries = list(_whole_log(store, namespace))
     return summed([e.cost for e in entries], sum(len(e.messages) for e in entries))
 
 

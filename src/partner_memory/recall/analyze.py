@@ -236,6 +236,12 @@ class RecallAnalysis:
     def embedder_name(self) -> str:
         return self.embedder.name if self.embedder is not None else NO_EMBEDDER
 
+    @property
+    def reads_sentences(self) -> bool:
+        """Whether the embedder reads a sentence's meaning (an encoder, an endpoint) rather
+        than averaging its words' vectors (the static model): `Search.lead_all`."""
+        return self.embedder is not None and type(self.embedder) is not StaticEmbedder
+
     def warm(self) -> None:
         """Load the embedder now rather than in the first request that needs it."""
         if self.embedder is not None:

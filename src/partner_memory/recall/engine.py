@@ -174,6 +174,7 @@ class RecallEngine:
                 dated=frozenset(terms(bounds.cue)) if bounds and bounds.cue else frozenset(),
                 vector=None if timed else self._query_vector(asked.query, analysis),
                 fusion=self._fusion,
+                lead_all=analysis.reads_sentences,
                 # a time asked for alone, or a topic: the rest of it, oldest first
                 fill=kept is not None or (only and bounds is not None and bounds.cue is not None),
                 newest_first=kept is None,

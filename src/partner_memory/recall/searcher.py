@@ -76,6 +76,10 @@ class Search:
     #: when the words hold little of the question and meaning found something nearer
     #: than they did (`TantivyIndex._with_meaning`; `RecallEngine`'s `fusion`).
     fusion: float = 0.0
+    #: Once meaning leads, its whole lead comes first (`ranking.LEAD`, nearest first),
+    #: not only those nearer than every one of the words' best: for embedders that read
+    #: a sentence's meaning (an encoder, an endpoint), not averaged word vectors.
+    lead_all: bool = False
     fill: bool = False
     #: The fill in time order newest first (a date asked for alone), else oldest first
     #: (a topic's story).

@@ -318,11 +318,14 @@ class TantivyIndex:
             checked, near_words = found[:WORDS_CHECKED], words[:WORDS_CHECKED]
             # each nearer than any of the words' best but itself (a neighbour's word may
             # have found it)
+            first = lead(both, np.concatenate([pool.asks, added.asks]))
             chosen = [
                 int(i)
-                for i in lead(both, np.concatenate([pool.asks, added.asks]))
+                for i in first
                 if both[i] > max(0.0, float(near_words[checked != i].max(initial=0.0)))
             ]
+            if chosen and search.lead_all:
+                chosen = [int(i) for i in first]
             if chosen:
                 leads = True
                 raised = np.full(len(both), -np.inf)

@@ -114,9 +114,14 @@ def main() -> None:
             meter_provider.shutdown()
             no_sdk()
             session = SQLiteSession("agent", str(Path(folder) / f"peer-{round_}.db"))
+            # one event loop for the whole run, as an application keeps one: a loop made
+            # per call (asyncio.run) cost the peer more than its own work
+            loop = asyncio.new_event_loop()
 
-            def peer(i: int, session: SQLiteSession = session) -> None:
-                asyncio.run(
+            def peer(
+                i: int, session: SQLiteSession = session, loop: asyncio.AbstractEventLoop = loop
+            ) -> None:
+                loop.run_until_complete(
                     session.add_items(
                         [
                             {"role": "user", "content": f"hello {i}"},
@@ -128,6 +133,7 @@ def main() -> None:
             results.setdefault("OpenAI SQLiteSession.add_items (2 items)", []).append(
                 median_us(peer, args.turns)
             )
+            loop.close()
             session.close()
     base = statistics.median(results["record_turn, no SDK"])
     print(f"{args.turns} turns x {args.rounds} rounds, SQLite (WAL, synchronous=FULL)")

@@ -286,7 +286,9 @@ class TantivyIndex:
         nearest by meaning (`ranking.lead`: read alone, statements first) that are each
         nearer than all of the words' best (`WORDS_CHECKED`) but itself - a neighbour's
         word may have found it - carry their cosine (`Pool.meant`) and join the pool;
-        `ranking.raised` puts them first."""
+        `ranking.raised` puts them first. With `Search.lead_all` (an embedder that reads
+        sentences), once one is nearer the whole lead comes first: a message the words
+        found that is also near in meaning no longer keeps meaning's next ones back."""
         import numpy as np
 
         vector = search.vector

@@ -116,7 +116,7 @@ class Shape:
             return str(self.folder / f"{uuid.uuid4().hex}.db")
         from bench_ingest import pg_schema_url
 
-        return pg_schema_url(self.pg, f"busy_{uuid.uuid4().hex[:12]}")
+        return pg_schema_url(self.pg)
 
 
 def one_round(names: list[str], shape: Shape) -> dict[str, Run]:

@@ -423,6 +423,9 @@ def _busy_service(database: str, *, worker: bool, turns: int, clock: ManualClock
             clock.advance(1_000)
             question, answer = pairs[i % len(pairs)]
             memory.record_turn(question, answer)
+            # the rolling a turn triggers takes its snapshot on the executor: waiting for
+            # it here makes both runs roll the same windows
+            memory.rolling.wait()
             if i % 30 == 0:
                 service.wait()  # as a service with time between turns would
                 started = running_worker(STATIC)

@@ -132,7 +132,9 @@ class DialogRolling:
 
         The turn is stored by now: a failure to start the rolling is logged, not
         raised (a caller would retry and record the turn twice); the next turn,
-        or the idle check, triggers again.
+        or the idle check, triggers again. The turn reads the window's length
+        and nothing more: the lease and the snapshot are taken on the executor
+        (`_guarded`), so a busy database or machine delays the rolling, not the turn.
         """
         before = appended.previous_interaction
         quiet = before is not None and self._clock() - before > self.settings.idle_after_ms
@@ -141,10 +143,12 @@ class DialogRolling:
         try:
             if not quiet and not self._running.locked() and not self._window_full():
                 return None
-            return self.trigger(idle=False, recheck=True)
         except PartnerMemoryError as exc:
             log.warning("could not start a rolling of %r: %s", self._namespace, exc)
             return None
+        if not self._running.acquire(blocking=False):
+            return None
+        return self._submit(None, idle=False)
 
     def _window_full(self) -> bool:
         """R13 on the window as stored now, read without taking the lease. A turn appended
@@ -165,8 +169,9 @@ class DialogRolling:
         """Start a rolling in the background, or return None if one is running anywhere (R15).
 
         The lease and the snapshot are taken here, in the caller's thread, so
-        what a rolling covers does not depend on thread scheduling. With
-        `recheck`, the trigger's condition is judged again under the lease.
+        the rolling covers the window as it is now. With `recheck`, the
+        trigger's condition is judged again under the lease. (The count
+        trigger after a turn takes them on the executor instead: `after_turn`.)
         """
         if not self._running.acquire(blocking=False):
             return None
@@ -178,13 +183,18 @@ class DialogRolling:
         except BaseException:
             self._running.release()
             raise
+        return self._submit(moment, idle=idle)
+
+    def _submit(self, moment: Moment | None, *, idle: bool) -> Future[RollingResult | None] | None:
+        """Run `_guarded` on the executor; this process's single flight (`_running`) is held."""
         try:
             # in a copy of the caller's context: the rolling's span is a child of the
             # turn that triggered it, though it ends later
             run = contextvars.copy_context().run
             return self._executor.submit(run, self._guarded, moment, idle)
         except RuntimeError:  # shut down
-            self._leases.release(self._namespace)
+            if moment is not None:
+                self._leases.release(self._namespace)
             self._running.release()
             return None
 
@@ -250,11 +260,21 @@ class DialogRolling:
             return min(now, last)
         return now
 
-    def _guarded(self, moment: Moment, idle: bool) -> RollingResult | None:
+    def _guarded(self, moment: Moment | None, idle: bool) -> RollingResult | None:
         """A triggered rolling: acknowledged to nobody, so its commits need not wait for
-        the disk (`store.durability`); its messages stay in the window until it commits."""
+        the disk (`store.durability`); its messages stay in the window until it commits.
+
+        Without a `moment` (the count trigger after a turn), the lease and the
+        snapshot are taken here, on the executor, so the turn that triggered
+        waits for neither: the rolling covers the window as it stands now,
+        turns recorded meanwhile included, and judges R13 again on it.
+        """
         try:
             with behind_the_caller():
+                if moment is None:
+                    moment = self._deferred(idle)
+                    if moment is None:
+                        return None
                 return self._rolled(moment, idle)
         except BaseException as exc:
             log.exception("rolling of %r failed", self._namespace)
@@ -263,6 +283,15 @@ class DialogRolling:
             raise
         finally:
             self._running.release()
+
+    def _deferred(self, idle: bool) -> Moment | None:
+        """The lease and snapshot of a count trigger; None if another holder has the lease,
+        nothing is due, or the database refused (logged: the next turn triggers again)."""
+        try:
+            return self._begin(idle, wait=False, recheck=True)
+        except PartnerMemoryError as exc:
+            log.warning("could not start a rolling of %r: %s", self._namespace, exc)
+            return None
 
     def _rolled(self, moment: Moment, idle: bool) -> RollingResult | None:
         result = self._roll(moment)

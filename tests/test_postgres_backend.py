@@ -108,6 +108,7 @@ def test_a_turn_right_after_a_restart_is_recorded_once(
     proxy, url = _proxied(pg_url)
     store = open_store(url)
     memory = PartnerMemory(store, "ns")
+    memory.wait()  # the recall indexer's first catch-up has read the log: only turns follow
     try:
         for round_ in range(3):
             memory.record_turn(f"before {round_}", "ok")

@@ -274,7 +274,10 @@ def test_forgetting_what_this_host_never_searched_leaves_no_file(tmp_path: Path)
     with _service(database, tmp_path / "indexes") as service:
         _remember(service, "ns", "The kyoto trip")
         service.forget_namespace("ns")
-    assert list((tmp_path / "indexes").rglob("*")) == []
+    left = list((tmp_path / "indexes").rglob("*"))
+    # only the empty lock that says which process follows the log (`FollowLock`)
+    assert [p.name[:7] for p in left] == ["follow-"]
+    assert left[0].stat().st_size == 0
 
 
 def test_a_rebuild_reads_the_rows_in_pages_and_finds_every_message(

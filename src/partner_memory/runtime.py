@@ -55,6 +55,7 @@ from partner_memory.rolling import (
 from partner_memory.rolling.after_rolling import AfterRollingRegistry
 from partner_memory.rolling.consumers import ConsumerDispatcher, DurableConsumer
 from partner_memory.rolling.dialog_rolling import DialogRolling
+from partner_memory.rolling.follow_lock import FollowLock
 from partner_memory.rolling.lease import LeaseKeeper
 from partner_memory.store import MemoryStore
 from partner_memory.store.contract.capabilities import RECALL_ROWS, RecallStore, TopicStore, require
@@ -137,7 +138,10 @@ class MemoryRuntime:
         self.leases = LeaseKeeper(store, self.settings.lease_ttl_s, on_acquire=self._start)
         workers = options.get("rolling_workers", DEFAULT_ROLLING_WORKERS)
         self.executor = ThreadPoolExecutor(max(1, workers), thread_name_prefix="pm-rolling")
-        self.dispatcher = ConsumerDispatcher(store, clock)
+        where = options.get("recall_index") or RecallIndexSettings()
+        home = where.home(store.url)
+        #: durable consumers: followed by one process of this host at a time (`FollowLock`)
+        self.dispatcher = ConsumerDispatcher(store, clock, lock=FollowLock(home, store.url))
         self._handles: dict[str, Served] = {}
         self._watched: set[str] = set()
         self._lock = threading.Lock()
@@ -147,8 +151,7 @@ class MemoryRuntime:
         #: How messages become recall rows: terms, and vectors from the embedder that
         #: `embeddings` chooses (the static model when not given).
         self.analysis = RecallAnalysis(embeddings.embedder(), worker=embeddings.analysis_worker)
-        where = options.get("recall_index") or RecallIndexSettings()
-        replicas = IndexReplicas(where.home(store.url), required=where.directory is not None)
+        replicas = IndexReplicas(home, required=where.directory is not None)
         self.recall = RecallEngine(store, self.analysis, replicas=replicas)
         #: forgets elsewhere reach this host's index copies (a store with recall rows)
         self.replica_follower = ReplicaFollower(
@@ -379,7 +382,7 @@ class MemoryRuntime:
 
     def catch_up(self) -> None:
         """Let durable consumers process every rolling they have not yet, and wait for it."""
-        self.dispatcher.catch_up().result()
+        self.dispatcher.catch_up(every=True).result()
 
     # -- the scheduler ----------------------------------------------------------------
 

@@ -4,10 +4,12 @@ A durable consumer follows the rolling log without seeing the database: for
 each rolling it returns typed writes (`store.staged`: its own `Record`s, or
 the recall rows and topics of the built-in followers), which the store
 writes with the consumer's position in one transaction, so a crash can
-delay it but never make it skip or repeat a rolling. It catches up when
-registered, after each rolling this process commits, and periodically for
-rollings committed by other processes. A failing consumer stays at its position, is retried
-later, and its failures are counted in the store (shown by `stats`).
+delay it but never make it skip or repeat a rolling. Of the processes of a
+host that serve a store, the one holding a consumer's `FollowLock` follows
+it: when registered, after each rolling it commits, and at each tick of
+its service's scheduler for rollings the others committed. A failing consumer
+stays at its position, is retried later, and its failures are counted in
+the store (shown by `stats`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from partner_memory.clock import Clock
 from partner_memory.errors import InvalidInputError, PartnerMemoryError
 from partner_memory.model import LogEntry
 from partner_memory.rolling.follow import LogFollower
+from partner_memory.rolling.follow_lock import FollowLock
 from partner_memory.store.contract.base import CommittedRolling, MemoryStore
 from partner_memory.store.contract.staged import Staged
 from partner_memory.store.sql.durability import behind_the_caller
@@ -148,7 +151,13 @@ def _behind_the_caller(work: Callable[..., object], *args: Any) -> object:
 class ConsumerDispatcher:
     """Runs AfterRolling work in the background, one item at a time, for every namespace."""
 
-    def __init__(self, store: MemoryStore, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        clock: Clock,
+        *,
+        lock: FollowLock | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="pm-after-rolling")
@@ -156,11 +165,18 @@ class ConsumerDispatcher:
         self._queued: set[str] = set()
         self._lock = threading.Lock()
         self._follower = LogFollower.of(store)
+        #: None: this process follows every consumer (one process, indexes in memory)
+        self._follow_lock = lock
 
     @property
     def durable(self) -> list[DurableConsumer]:
         with self._lock:
             return list(self._durable)
+
+    def followed(self) -> list[DurableConsumer]:
+        """The durable consumers this process follows (holds the `FollowLock` of)."""
+        lock = self._follow_lock
+        return [c for c in self.durable if lock is None or lock.follows(c.name)]
 
     def submit(self, work: Callable[..., object], *args: Any) -> Future[Any]:
         """Run `work` on the consumers' thread; its writes are acknowledged to nobody
@@ -178,7 +194,7 @@ class ConsumerDispatcher:
             if any(c.name == name for c in self._durable):
                 return self.submit(lambda: None)
             self._durable.append(consumer)
-        return self.submit(self._catch_up, [consumer])
+        return self.submit(self._catch_up, [consumer], True)
 
     def follow(self, namespace: str, committed: Sequence[CommittedRolling] = ()) -> None:
         """A rolling was committed in `namespace` (`committed`, when this process did):
@@ -187,7 +203,7 @@ class ConsumerDispatcher:
         Requests for a namespace already queued are one: a replay that commits a
         hundred rollings at once is followed in one pass, not a hundred.
         """
-        if not self.durable:
+        if not self.followed():
             return
         self._follower.committed(namespace, committed)
         with self._lock:
@@ -196,9 +212,10 @@ class ConsumerDispatcher:
             self._queued.add(namespace)
         self.submit(self._follow_all, namespace)
 
-    def catch_up(self) -> Future[None]:
-        """Process whatever the log holds beyond each durable consumer's position."""
-        return self.submit(self._catch_up, self.durable)
+    def catch_up(self, *, every: bool = False) -> Future[None]:
+        """Process whatever the log holds beyond each followed consumer's position; with
+        `every`, of each durable consumer, whoever follows it (a caller waiting for them)."""
+        return self.submit(self._catch_up, self.durable, not every)
 
     def record_failure(self, consumer: str, namespace: str, *, durable: bool, error: str) -> None:
         try:
@@ -208,8 +225,11 @@ class ConsumerDispatcher:
         except PartnerMemoryError as exc:  # a read-only or closed store: the log line remains
             log.warning("could not record the failure of consumer %s: %s", consumer, exc)
 
-    def _catch_up(self, consumers: list[DurableConsumer]) -> None:
+    def _catch_up(self, consumers: list[DurableConsumer], followed_only: bool) -> None:
+        lock = self._follow_lock
         for consumer in consumers:
+            if followed_only and lock is not None and not lock.follows(consumer.name):
+                continue
             try:
                 lagging = self._store.lagging_namespaces(consumer.name)
             except PartnerMemoryError as exc:
@@ -221,7 +241,7 @@ class ConsumerDispatcher:
     def _follow_all(self, namespace: str) -> None:
         with self._lock:  # a rolling committed from now on queues another pass
             self._queued.discard(namespace)
-        for consumer in self.durable:
+        for consumer in self.followed():
             self._follow(consumer, namespace)
 
     def _follow(self, consumer: DurableConsumer, namespace: str) -> None:
@@ -278,3 +298,5 @@ class ConsumerDispatcher:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+        if self._follow_lock is not None:
+            self._follow_lock.close()

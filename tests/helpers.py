@@ -6,15 +6,17 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
 
+from partner_memory import LogEntry, Record
 from partner_memory.core import MemoryCore
 from partner_memory.model import Message
+from partner_memory.store import Staged
 
 
 def raw_sql(store: object, query: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
@@ -126,3 +128,19 @@ def _encoder_installed() -> bool:
 needs_encoder = pytest.mark.skipif(
     not _encoder_installed(), reason="the encoder extra is not installed"
 )
+
+
+class Collecting:
+    """A durable consumer that keeps what it processed, and fails when told to."""
+
+    name = "collecting"
+
+    def __init__(self) -> None:
+        self.entries: list[LogEntry] = []
+        self.fail = False
+
+    def apply(self, entry: LogEntry) -> Sequence[Staged]:
+        if self.fail:
+            raise RuntimeError("index is down")
+        self.entries.append(entry)
+        return [Record(str(entry.seq), entry.seq)]

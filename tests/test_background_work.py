@@ -5,15 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 
-from partner_memory import LogEntry, MemoryService, PartnerMemory, RollingSettings, open_store
+from partner_memory import MemoryService, PartnerMemory, RollingSettings, open_store
 from partner_memory.recall.indexer import RECALL_CONSUMER
 from partner_memory.rolling.follow_lock import FollowLock
-from partner_memory.store import Staged
 from partner_memory.store.sqlite import SQLiteStore
 from tests.conftest import ManualClock
+from tests.helpers import Collecting
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,19 +83,6 @@ def test_one_process_holds_a_consumers_follow_lock_until_it_dies(tmp_path: Path)
     assert not mine.follows("recall")  # closed: given back, never taken again
 
 
-class Seen:
-    """A durable consumer that notes the rollings it is given."""
-
-    name = "seen"
-
-    def __init__(self) -> None:
-        self.seqs: list[int] = []
-
-    def apply(self, entry: LogEntry) -> Sequence[Staged]:
-        self.seqs.append(entry.seq)
-        return []
-
-
 def test_the_process_that_follows_indexes_what_the_others_roll(tmp_path: Path) -> None:
     """Two services on one SQLite file: the first follows the recall indexer, so the
     second's rollings are indexed at the first's next tick, and the second analyses none;
@@ -111,7 +97,7 @@ def test_the_process_that_follows_indexes_what_the_others_roll(tmp_path: Path) -
             indexed: list[int] = []
             original = indexer.apply
             indexer.apply = lambda entry: indexed.append(entry.seq) or original(entry)  # type: ignore[method-assign]
-            seen = Seen()
+            seen = Collecting()
             second.register_consumer(seen).result(10)
             memory = second.memory("ns")
             memory.record_turn("I'm off to Kyoto in April.", "Book early.")
@@ -121,7 +107,7 @@ def test_the_process_that_follows_indexes_what_the_others_roll(tmp_path: Path) -
             first.tick()
             first.wait()
             assert second.store.lagging_namespaces(RECALL_CONSUMER) == []
-            assert seen.seqs == [1]
+            assert [e.seq for e in seen.entries] == [1]
             assert indexed == []
             hits = first.memory("ns").recall("Kyoto").hits
             assert [h.message.text for h in hits][:1] == ["I'm off to Kyoto in April."]

@@ -33,6 +33,7 @@ from partner_memory.store.contract.capabilities import RecordQuery
 from partner_memory.store.sql.log import LogSql
 from partner_memory.testing.helpers import messages, rolling
 from tests.consumer_worker import SeenRollings
+from tests.helpers import Collecting
 
 ROOT = Path(__file__).resolve().parent.parent
 KILLS = int(os.environ.get("PARTNER_MEMORY_CONSUMER_KILLS", "110"))
@@ -79,22 +80,6 @@ def test_durable_consumer_killed_at_random_sees_every_rolling_once(store_url: st
         print(f"figures: {kills} kills, {head} rollings, each processed once")
     finally:
         store.close()
-
-
-class Collecting:
-    """A durable consumer that keeps what it processed, and fails when told to."""
-
-    name = "collecting"
-
-    def __init__(self) -> None:
-        self.entries: list[LogEntry] = []
-        self.fail = False
-
-    def apply(self, entry: LogEntry) -> Sequence[Staged]:
-        if self.fail:
-            raise RuntimeError("index is down")
-        self.entries.append(entry)
-        return [Record(str(entry.seq), entry.seq)]
 
 
 def test_durable_consumer_catches_up_and_carries_the_rolling(store: MemoryStore) -> None:

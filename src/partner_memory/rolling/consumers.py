@@ -165,18 +165,19 @@ class ConsumerDispatcher:
         self._queued: set[str] = set()
         self._lock = threading.Lock()
         self._follower = LogFollower.of(store)
-        #: None: this process follows every consumer (one process, indexes in memory)
-        self._follow_lock = lock
+        #: which consumers this process follows (no lock given: every one)
+        self._follow_lock = lock or FollowLock(None, store.url)
 
     @property
     def durable(self) -> list[DurableConsumer]:
         with self._lock:
             return list(self._durable)
 
-    def followed(self) -> list[DurableConsumer]:
-        """The durable consumers this process follows (holds the `FollowLock` of)."""
-        lock = self._follow_lock
-        return [c for c in self.durable if lock is None or lock.follows(c.name)]
+    def followed(self, consumers: Sequence[DurableConsumer] | None = None) -> list[DurableConsumer]:
+        """Of `consumers` (every durable one), those this process follows (holds the
+        `FollowLock` of)."""
+        chosen = self.durable if consumers is None else consumers
+        return [c for c in chosen if self._follow_lock.follows(c.name)]
 
     def submit(self, work: Callable[..., object], *args: Any) -> Future[Any]:
         """Run `work` on the consumers' thread; its writes are acknowledged to nobody
@@ -194,7 +195,7 @@ class ConsumerDispatcher:
             if any(c.name == name for c in self._durable):
                 return self.submit(lambda: None)
             self._durable.append(consumer)
-        return self.submit(self._catch_up, [consumer], True)
+        return self.submit(lambda: self._catch_up(self.followed([consumer])))
 
     def follow(self, namespace: str, committed: Sequence[CommittedRolling] = ()) -> None:
         """A rolling was committed in `namespace` (`committed`, when this process did):
@@ -215,7 +216,7 @@ class ConsumerDispatcher:
     def catch_up(self, *, every: bool = False) -> Future[None]:
         """Process whatever the log holds beyond each followed consumer's position; with
         `every`, of each durable consumer, whoever follows it (a caller waiting for them)."""
-        return self.submit(self._catch_up, self.durable, not every)
+        return self.submit(lambda: self._catch_up(self.durable if every else self.followed()))
 
     def record_failure(self, consumer: str, namespace: str, *, durable: bool, error: str) -> None:
         try:
@@ -225,11 +226,8 @@ class ConsumerDispatcher:
         except PartnerMemoryError as exc:  # a read-only or closed store: the log line remains
             log.warning("could not record the failure of consumer %s: %s", consumer, exc)
 
-    def _catch_up(self, consumers: list[DurableConsumer], followed_only: bool) -> None:
-        lock = self._follow_lock
+    def _catch_up(self, consumers: list[DurableConsumer]) -> None:
         for consumer in consumers:
-            if followed_only and lock is not None and not lock.follows(consumer.name):
-                continue
             try:
                 lagging = self._store.lagging_namespaces(consumer.name)
             except PartnerMemoryError as exc:
@@ -298,5 +296,4 @@ class ConsumerDispatcher:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
-        if self._follow_lock is not None:
-            self._follow_lock.close()
+        self._follow_lock.close()

@@ -79,7 +79,7 @@ class FollowLock:
         return os.open(self._home / f"follow-{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
 
     def close(self) -> None:
-        """Give every lock back (another process follows from its next poll)."""
+        """Give every lock back (another process takes each at its next try)."""
         with self._lock:
             self._closed = True
             held, self._held = self._held, {}
